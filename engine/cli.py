@@ -1,0 +1,256 @@
+"""The `gpuwarden` command line. Thin: parse options, call the pipeline, print, exit.
+
+Exit codes: 0 no gating finding, 1 gating findings, 2 bad input or usage (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from engine.errors import InputError
+from engine.model import Report, Resource, Severity
+
+app = typer.Typer(
+    name="gpuwarden",
+    help="Policy-as-code guardrails for GPU cloud spend.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+policies_app = typer.Typer(help="List, show, validate policies; print their JSON Schema.",
+                           no_args_is_help=True)
+app.add_typer(policies_app, name="policies")
+
+FORMATS = ("table", "json", "sarif", "junit", "markdown", "html")
+
+PoliciesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--policies", help="Policy file or directory (repeatable); 'builtin' is the "
+                 "built-in pack. Default: builtin."),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="|".join(FORMATS))]
+OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")]
+FailOnOpt = Annotated[Severity, typer.Option("--fail-on", help="Lowest severity that fails.")]
+NowOpt = Annotated[str | None, typer.Option("--now", help="Evaluation clock, ISO 8601.")]
+UnknownOpt = Annotated[str, typer.Option("--unknown", help="warn|fail|pass")]
+SoftFailOpt = Annotated[bool, typer.Option("--soft-fail", help="Always exit 0 on findings.")]
+ShowPassedOpt = Annotated[bool, typer.Option("--show-passed", help="List passes too.")]
+PricesOpt = Annotated[Path | None, typer.Option("--prices", help="CSV of instance_type,"
+                                                "on_demand_usd_hr overriding list prices.")]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"gpuwarden: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        _fail(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        output.write_text(text, "utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write report: {exc.strerror or exc}", file=str(output)) from None
+
+
+def _finish(report: Report, engine: object, fmt: str, output: Path | None,
+            source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool) -> None:
+    from engine.evaluate import Engine
+    from engine.pipeline import Gate, apply_unknown_mode, render_report
+
+    assert isinstance(engine, Engine)
+    report = apply_unknown_mode(report, unknown)  # type: ignore[arg-type]
+    _emit(render_report(report, fmt, engine, source_file), output)
+    code = Gate(fail_on, unknown, soft_fail).exit_code(report)  # type: ignore[arg-type]
+    raise typer.Exit(code)
+
+
+@app.command("check-plan")
+def check_plan(
+    plan: Annotated[str, typer.Argument(help="terraform show -json output, or - for stdin")],
+    policies: PoliciesOpt = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    fail_on: FailOnOpt = Severity.INFO,
+    now: NowOpt = None,
+    unknown: UnknownOpt = "warn",
+    soft_fail: SoftFailOpt = False,
+    show_passed: ShowPassedOpt = False,
+    prices: PricesOpt = None,
+    tf_dir: Annotated[Path | None, typer.Option("--tf-dir", help="Terraform configuration "
+                                                "directory, to point findings at .tf lines.")] = None,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Accept the findings "
+                                                  "listed in this baseline file.")] = None,
+    write_baseline: Annotated[Path | None, typer.Option("--write-baseline", help="Write the "
+                                                        "current findings as a baseline.")] = None,
+) -> None:
+    """PR check: evaluate a Terraform plan (JSON) against the policies."""
+    _check_choice("--format", fmt, FORMATS)
+    _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
+    from engine.pipeline import build_engine, parse_instant
+    from engine.sources.terraform import plan_resources, read_plan
+
+    instant = parse_instant(now)
+    engine = build_engine(policies, prices)
+    resources = plan_resources(read_plan(plan), plan, engine.catalog)
+    if tf_dir is not None:
+        resources = _with_locations(resources, tf_dir)
+    report = engine.evaluate(resources, instant, door="plan", show_passed=show_passed)
+    if write_baseline is not None:
+        from engine.baseline import baseline_document
+
+        write_baseline.write_bytes(baseline_document(report, instant))
+    if baseline is not None:
+        from engine.baseline import apply_baseline, read_baseline
+
+        report = apply_baseline(report, read_baseline(baseline))
+    source = None if plan == "-" else plan
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail)
+
+
+def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
+    from engine.sources.tf_locations import apply_locations, locate_resources
+
+    if not tf_dir.is_dir():
+        raise InputError("--tf-dir is not a directory", file=str(tf_dir))
+    return apply_locations(resources, locate_resources(tf_dir))
+
+
+@app.command("scan")
+def scan(
+    demo: Annotated[bool, typer.Option("--demo", help="Scan the bundled sample estate.")] = False,
+    source: Annotated[list[str] | None, typer.Option("--source", help="snapshot:FILE "
+                                                     "(aws, gcp, azure, k8s: see docs)")] = None,
+    policies: PoliciesOpt = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    fail_on: FailOnOpt = Severity.INFO,
+    now: NowOpt = None,
+    unknown: UnknownOpt = "warn",
+    soft_fail: SoftFailOpt = False,
+    show_passed: ShowPassedOpt = False,
+    prices: PricesOpt = None,
+    enforce: Annotated[bool, typer.Option("--enforce", help="Apply remediations (default: "
+                                          "dry-run).")] = False,
+) -> None:
+    """Scan live or exported state (or the demo estate) against the policies."""
+    _check_choice("--format", fmt, FORMATS)
+    _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
+    from engine.pipeline import build_engine, parse_instant
+    from engine.sources.snapshot import load_snapshot_resources
+
+    sources = list(source or [])
+    if demo:
+        from engine.demo import demo_snapshot_path
+
+        sources.append(f"snapshot:{demo_snapshot_path()}")
+    if not sources:
+        _fail("nothing to scan: give --demo or --source snapshot:FILE")
+    if enforce:
+        _fail("--enforce: no remediation runner for these sources yet; run without it "
+              "for a dry-run plan of actions")
+    instant = parse_instant(now)
+    engine = build_engine(policies, prices)
+    resources: list[Resource] = []
+    for spec in sources:
+        kind, _, arg = spec.partition(":")
+        if kind != "snapshot" or not arg:
+            _fail(f"--source {spec!r}: live sources (aws, gcp, azure, k8s) are not available "
+                  "in this build; use snapshot:FILE")
+        resources.extend(load_snapshot_resources(Path(arg), engine.catalog))
+    report = engine.evaluate(resources, instant, show_passed=show_passed)
+    _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail)
+
+
+@app.command("offhours")
+def offhours_cmd(
+    schedule: Annotated[str, typer.Argument(help="offhours tag value, e.g. "
+                                            "'off=(M-F,19);on=(M-F,7);tz=pt'")],
+    at: Annotated[str | None, typer.Option("--at", help="Instant to explain (ISO 8601).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text|json")] = "text",
+) -> None:
+    """Explain an off-hours schedule: valid or not, time zone, on/off at an instant, next
+    transitions. Exit 2 when the schedule does not parse."""
+    _check_choice("--format", fmt, ("text", "json"))
+    import orjson
+
+    from engine.offhours import explain
+    from engine.pipeline import parse_instant
+
+    result = explain(schedule, parse_instant(at))
+    if fmt == "json":
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    elif result["valid"]:
+        typer.echo(f"schedule   {result['schedule']}\ntimezone   {result['timezone']}\n"
+                   f"at         {result['at']}: {result['state']}")
+        for transition in result["next_transitions"]:
+            typer.echo(f"next       {transition['at']}: {transition['state']}")
+    if not result["valid"]:
+        _fail(f"invalid schedule {schedule!r}: {result['error']}")
+
+
+@policies_app.command("list")
+def policies_list(policies: PoliciesOpt = None) -> None:
+    """One line per policy: id, severity, enforcement per door, title."""
+    from engine.policy import BUILTIN, load_policies
+
+    for policy in load_policies(policies or [BUILTIN]):
+        doors = " ".join(f"{d}={policy.enforcement(d)}" for d in ("plan", "admission", "runtime"))
+        typer.echo(f"{policy.id:<26} {policy.spec.severity.value:<8} {doors:<40} "
+                   f"{policy.spec.title}")
+
+
+@policies_app.command("show")
+def policies_show(
+    policy_id: Annotated[str, typer.Argument(metavar="ID")], policies: PoliciesOpt = None
+) -> None:
+    """Print one policy as loaded (after overrides), in YAML."""
+    import yaml
+
+    from engine.policy import BUILTIN, load_policies
+
+    found = {p.id: p for p in load_policies(policies or [BUILTIN])}
+    if policy_id not in found:
+        _fail(f"no policy {policy_id!r} (have: {', '.join(found)})")
+    data = found[policy_id].spec.model_dump(mode="json")
+    typer.echo(yaml.safe_dump(data, sort_keys=False, width=100).rstrip())
+
+
+@policies_app.command("validate")
+def policies_validate(paths: Annotated[list[str], typer.Argument(metavar="PATH...")]) -> None:
+    """Load and compile policy files; exit 2 with file:line on the first error."""
+    from engine.policy import load_policies
+
+    loaded = load_policies(paths)
+    typer.echo(f"ok: {len(loaded)} policies valid")
+
+
+@policies_app.command("schema")
+def policies_schema() -> None:
+    """JSON Schema of policy files, for editors."""
+    import orjson
+
+    from engine.policy import policy_file_schema
+
+    typer.echo(orjson.dumps(policy_file_schema(), option=orjson.OPT_INDENT_2).decode())
+
+
+def main() -> None:
+    """Console entry point: every InputError becomes one line on stderr and exit code 2."""
+    try:
+        app(standalone_mode=True)
+    except InputError as exc:
+        typer.echo(f"gpuwarden: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

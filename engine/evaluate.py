@@ -1,0 +1,186 @@
+"""Evaluation: compiled policies × normalized resources → findings and a report. Pure: no I/O,
+the clock is an argument."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from engine.catalog import Catalog, builtin_catalog
+from engine.conditions import EvalContext
+from engine.costs import estimate
+from engine.labels import is_exempt, is_production
+from engine.model import (
+    Category,
+    Door,
+    Finding,
+    Report,
+    Resource,
+    ResourceRef,
+    State,
+    Summary,
+)
+from engine.policy import CompiledPolicy
+from engine.tristate import all_of
+from remediations.registry import plan_remediation
+
+Verdict = Literal["fail", "unknown", "pass"]
+
+
+def door_of(resource: Resource) -> Door:
+    """Planned resources meet the plan door's enforcement; everything live the runtime door's."""
+    return "plan" if resource.state is State.PLANNED else "runtime"
+
+
+class Engine:
+    """Compiled policies, ready to evaluate any number of resources."""
+
+    def __init__(self, policies: Sequence[CompiledPolicy], catalog: Catalog | None = None):
+        self.policies = list(policies)
+        self.catalog = catalog or builtin_catalog()
+        self._by_category: dict[Category, list[CompiledPolicy]] = {c: [] for c in Category}
+        for policy in self.policies:
+            for category in policy.categories:
+                self._by_category[category].append(policy)
+
+    def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Verdict:
+        scope = True if policy.scope is None else policy.scope.test(resource, ctx)
+        if scope is False:
+            return "pass"
+        result = all_of((scope, policy.violation.test(resource, ctx)))
+        return "fail" if result else "pass" if result is False else "unknown"
+
+    def evaluate(
+        self,
+        resources: Iterable[Resource],
+        now: datetime,
+        *,
+        door: Door | None = None,
+        show_passed: bool = False,
+        mode: Literal["dry-run", "enforce"] = "dry-run",
+        generated_at: datetime | None = None,
+    ) -> Report:
+        ctx = EvalContext(now=now, catalog=self.catalog)
+        findings: list[Finding] = []
+        count = passed = exempted = 0
+        for resource in resources:
+            count += 1
+            resource_door = door or door_of(resource)
+            for policy in self._by_category[resource.category]:
+                enforcement = policy.enforcement(resource_door)
+                if enforcement == "off":
+                    continue
+                if is_exempt(resource, policy.id) or _exempt_by_policy(policy, resource):
+                    exempted += 1
+                    continue
+                verdict = self.verdict(policy, resource, ctx)
+                if verdict == "pass":
+                    passed += 1
+                    if not show_passed:
+                        continue
+                findings.append(self.finding(policy, resource, ctx, verdict, resource_door))
+        findings.sort(key=lambda f: (-f.estimated_monthly_usd, -f.severity.rank, f.policy,
+                                     f.resource.id))
+        return Report(
+            generated_at=generated_at or now,
+            mode=mode,
+            findings=findings,
+            summary=summarize(findings, count, passed, exempted),
+        )
+
+    def finding(
+        self,
+        policy: CompiledPolicy,
+        resource: Resource,
+        ctx: EvalContext,
+        verdict: Verdict,
+        door: Door,
+    ) -> Finding:
+        details: dict[str, Any] = {}
+        for node in policy.evidence_nodes:
+            for key, value in node.evidence(resource, ctx).items():
+                if key == "unknown":
+                    details.setdefault("unknown", []).extend(value)
+                else:
+                    details[key] = value
+        cost = estimate(policy.spec.cost, resource, self.catalog, details)
+        if verdict == "pass":
+            cost = cost.__class__(0.0, cost.basis)
+        enforcement = policy.enforcement(door)
+        if verdict == "unknown":
+            message = _unknown_message(policy, resource, details)
+        else:
+            message = " ".join(policy.message.render(
+                resource=resource, r=resource, params=policy.spec.parameters, details=details,
+                cost=cost.monthly_usd, verdict=verdict,
+            ).split())
+        remediation = None
+        if verdict == "fail":
+            remediation = plan_remediation(
+                policy.spec.remediations, resource, details, enforcement=enforcement,
+                door=door, production=is_production(resource),
+            )
+        return Finding(
+            policy=policy.id,
+            title=policy.spec.title,
+            severity=policy.spec.severity,
+            result=verdict,
+            resource=ResourceRef.of(resource),
+            message=message,
+            enforcement=enforcement,
+            estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
+            cost_basis=cost.basis,
+            remediation=remediation,
+            location=resource.location,
+            details=details,
+        )
+
+
+def _exempt_by_policy(policy: CompiledPolicy, resource: Resource) -> bool:
+    return any(pattern.match(resource.id) for pattern in policy.exempt)
+
+
+_UNKNOWN_REASONS = {
+    "telemetry": "no GPU telemetry for it",
+    "gpu": "its GPU configuration is not known yet",
+    "gpu.declared_memory_gib": "no declared (gpuwarden.io/gpu-memory) or observed GPU memory",
+}
+
+
+def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
+    unknown = sorted(set(details.get("unknown", [])))
+    reasons = [_UNKNOWN_REASONS[path] for path in unknown if path in _UNKNOWN_REASONS]
+    if details.get("schedule_error"):
+        reasons.append(str(details["schedule_error"]))
+    plain = [path for path in unknown if path not in _UNKNOWN_REASONS]
+    if plain:
+        reasons.append("value(s) known only after apply: " + ", ".join(plain))
+    why = "; ".join(reasons) or "a value it depends on is not known yet"
+    return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
+
+
+def overlap_free_total(findings: Iterable[Finding]) -> float:
+    """Per resource, the largest single estimate: fixes overlap (a stopped GPU saves its spot
+    discount too), so adding every finding's dollars would count the same money twice."""
+    largest: dict[tuple[str, str], float] = {}
+    for finding in findings:
+        key = (finding.resource.provider, finding.resource.id)
+        largest[key] = max(largest.get(key, 0.0), finding.estimated_monthly_usd)
+    return round(sum(largest.values()), 2)
+
+
+def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0) -> Summary:
+    failing = [f for f in findings if f.result != "pass"]
+    return Summary(
+        resources=resources,
+        findings=len(failing),
+        failed=sum(1 for f in failing if f.result == "fail"),
+        unknown=sum(1 for f in failing if f.result == "unknown"),
+        passed=passed,
+        exempted=exempted,
+        by_policy=dict(Counter(f.policy for f in failing)),
+        by_severity=dict(Counter(f.severity.value for f in failing)),
+        estimated_monthly_usd=overlap_free_total(failing),
+    )

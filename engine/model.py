@@ -1,0 +1,217 @@
+"""The normalized resource model and the report contract.
+
+Every source adapter produces `Resource` objects; the engine never sees a provider's own field
+names. `Finding` and `Report` are the versioned JSON contract (`gpuwarden.report/v1`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_SCHEMA = "gpuwarden.report/v1"
+
+
+class Category(StrEnum):
+    """What a resource is, whichever provider it came from; policies select on this."""
+
+    INSTANCE = "instance"  # EC2 instance, GCE instance, Azure VM, spot request
+    LAUNCH_TEMPLATE = "launch_template"
+    AUTOSCALING_GROUP = "autoscaling_group"
+    NODE_GROUP = "node_group"  # EKS node group, GKE node pool, AKS agent pool
+    TRAINING_JOB = "training_job"  # SageMaker training job
+    NOTEBOOK = "notebook"
+    ENDPOINT = "endpoint"
+    WORKLOAD = "workload"  # Kubernetes Pod or controller with a pod template
+    VOLUME = "volume"  # block volumes and instance disks
+    BUCKET = "bucket"  # object storage
+    OTHER = "other"
+
+
+class Capacity(StrEnum):
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    UNKNOWN = "unknown"
+
+
+class State(StrEnum):
+    PLANNED = "planned"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {
+    Severity.INFO: 0,
+    Severity.LOW: 1,
+    Severity.MEDIUM: 2,
+    Severity.HIGH: 3,
+    Severity.CRITICAL: 4,
+}
+
+Door = Literal["plan", "admission", "runtime"]
+Enforcement = Literal["deny", "warn", "audit", "off"]
+
+
+class GpuSpec(BaseModel):
+    """GPUs a resource holds (per instance / per replica)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None  # catalog name, e.g. "NVIDIA A100 80GB SXM"
+    count: float | None = None  # whole GPUs; None when not known
+    memory_gib: float | None = None  # memory per GPU
+    mig_profile: str | None = None  # e.g. "1g.10gb" when the resource holds MIG slices
+    mig_count: int = 0
+    declared_memory_gib: float | None = None  # gpuwarden.io/gpu-memory annotation
+    observed_peak_memory_gib: float | None = None  # from telemetry
+
+
+class Telemetry(BaseModel):
+    """GPU activity over a look-back window, joined to a resource."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    average_activity_pct: float | None = None  # 0-100 compute activity
+    metric: str | None = None  # which metric the average came from
+    samples: int = 0
+    window_seconds: int = 3600
+    peak_memory_gib: float | None = None
+
+
+class SourceLocation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    line: int | None = None
+
+
+class Resource(BaseModel):
+    """One normalized resource, whatever door it came through.
+
+    `unknown` lists the normalized field paths whose value is not known yet (a plan's
+    `after_unknown`): conditions over them evaluate to unknown, never to pass or fail.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str  # aws | gcp | azure | kubernetes
+    kind: str  # the native type: aws_instance, Deployment, ...
+    category: Category
+    id: str
+    name: str
+    region: str | None = None
+    account: str | None = None
+    cluster: str | None = None
+    namespace: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    namespace_labels: dict[str, str] = Field(default_factory=dict)
+    instance_type: str | None = None
+    count: int = 1  # instances / replicas / desired size this resource stands for
+    gpu: GpuSpec | None = None
+    capacity: Capacity = Capacity.UNKNOWN
+    encrypted: bool | None = None
+    customer_key: bool | None = None
+    state: State = State.UNKNOWN
+    owner: str | None = None
+    hourly_usd: float | None = None  # on-demand list price of one instance/replica
+    telemetry: Telemetry | None = None
+    unknown: frozenset[str] = frozenset()
+    location: SourceLocation | None = None
+    raw: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu is not None and (self.gpu.count or 0) + self.gpu.mig_count > 0
+
+    def is_unknown(self, path: str) -> bool:
+        """True when `path` or any parent of it is marked unknown."""
+        if not self.unknown:
+            return False
+        parts = path.split(".")
+        return any(".".join(parts[:i]) in self.unknown for i in range(1, len(parts) + 1))
+
+
+class ResourceRef(BaseModel):
+    """How a finding names its resource in the JSON report."""
+
+    provider: str
+    kind: str
+    id: str
+    name: str
+    region: str | None = None
+    namespace: str | None = None
+
+    @classmethod
+    def of(cls, resource: Resource) -> ResourceRef:
+        return cls(
+            provider=resource.provider,
+            kind=resource.kind,
+            id=resource.id,
+            name=resource.name,
+            region=resource.region,
+            namespace=resource.namespace,
+        )
+
+
+class Remediation(BaseModel):
+    action: str
+    status: Literal["planned", "applied", "skipped", "failed"] = "planned"
+    detail: str = ""
+
+
+class Finding(BaseModel):
+    policy: str
+    title: str = ""
+    severity: Severity
+    result: Literal["fail", "unknown", "pass"]
+    resource: ResourceRef
+    message: str
+    enforcement: Enforcement
+    estimated_monthly_usd: float = 0.0
+    cost_basis: str = ""  # how the dollar figure was estimated
+    remediation: Remediation | None = None
+    location: SourceLocation | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Summary(BaseModel):
+    resources: int = 0
+    findings: int = 0
+    failed: int = 0
+    unknown: int = 0
+    passed: int = 0
+    exempted: int = 0
+    baselined: int = 0
+    by_policy: dict[str, int] = Field(default_factory=dict)
+    by_severity: dict[str, int] = Field(default_factory=dict)
+    estimated_monthly_usd: float = 0.0
+
+
+class Report(BaseModel):
+    schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
+    generated_at: datetime
+    mode: Literal["dry-run", "enforce"] = "dry-run"
+    findings: list[Finding] = Field(default_factory=list)
+    summary: Summary = Field(default_factory=Summary)
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=False)

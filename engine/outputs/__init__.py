@@ -1,0 +1,32 @@
+"""Reporters: each renders a Report (plus policy metadata) to one output format."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from engine.model import Report
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMeta:
+    """What a reporter needs to know about a policy (SARIF rules, PR comment help)."""
+
+    id: str
+    title: str
+    description: str
+    severity: str
+    help: str = ""  # how to fix, one or two sentences
+    help_uri: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RenderContext:
+    report: Report
+    policies: Mapping[str, PolicyMeta] = field(default_factory=dict)
+    source_file: str | None = None  # the plan / snapshot scanned; SARIF's fallback location
+    tool_version: str = "0.1.0"
+    max_chars: int = 60_000  # Markdown PR comment budget (GitHub's limit is 65,536)
+
+
+Renderer = Callable[[RenderContext], str]

@@ -1,0 +1,325 @@
+"""Policy files: the pydantic schema, loading with `file:line` errors, overrides, compilation.
+
+A policy file is YAML with `policies:` (a list of policies) and/or `overrides:` (changes to
+policies loaded from earlier files, by id). The built-in pack is the path `builtin`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from engine import checks as _checks  # noqa: F401  (registers the built-in checks)
+from engine.conditions import CHECKS, OPERATORS, Condition, PolicySyntaxError, compile_condition, walk
+from engine.costs import ESTIMATORS
+from engine.errors import InputError
+from engine.model import Category, Door, Enforcement, Severity
+from engine.yamlsource import line_of, load_yaml_documents
+from remediations.registry import ACTIONS
+
+BUILTIN = "builtin"
+POLICY_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
+DOORS: tuple[Door, ...] = ("plan", "admission", "runtime")
+
+
+class EnforcementSpec(BaseModel):
+    """What a violation does at each door; `off` means the policy is not evaluated there."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: Enforcement = "audit"
+    admission: Enforcement = "audit"
+    runtime: Enforcement = "audit"
+
+    def at(self, door: Door) -> Enforcement:
+        return getattr(self, door)  # type: ignore[no-any-return]
+
+
+class PolicySpec(BaseModel):
+    """One policy as written in YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="Stable id, lowercase letters, digits and '-'.")
+    title: str
+    description: str = ""
+    severity: Severity
+    resources: list[Category] = Field(min_length=1, description="Normalized categories.")
+    scope: Any = Field(default=None, description="Condition selecting the resources it governs.")
+    violation: Any = Field(description="Condition that holds when the resource violates it.")
+    message: str = Field(description="Jinja2 template: resource, params, details, usd filter.")
+    help: str = Field(default="", description="How to fix it.")
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    enforcement: EnforcementSpec = Field(default_factory=EnforcementSpec)
+    remediations: list[str] = Field(default_factory=list)
+    cost: str = Field(default="none", description="Cost estimator: " + ", ".join(ESTIMATORS))
+    exempt: list[str] = Field(default_factory=list, description="Resource id globs exempted.")
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        if not POLICY_ID.match(value):
+            raise ValueError(f"invalid policy id {value!r}: use lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("cost")
+    @classmethod
+    def _known_cost(cls, value: str) -> str:
+        if value not in ESTIMATORS:
+            raise ValueError(f"unknown cost estimator {value!r} (one of: {', '.join(ESTIMATORS)})")
+        return value
+
+    @field_validator("remediations")
+    @classmethod
+    def _known_remediations(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in ACTIONS]
+        if unknown:
+            raise ValueError(
+                f"unknown remediation {unknown[0]!r} (one of: {', '.join(sorted(ACTIONS))})"
+            )
+        return value
+
+
+class EnforcementOverride(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan: Enforcement | None = None
+    admission: Enforcement | None = None
+    runtime: Enforcement | None = None
+
+
+class PolicyOverride(BaseModel):
+    """Changes to an already loaded policy (a built-in one, typically)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disabled: bool = False
+    severity: Severity | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    enforcement: EnforcementOverride | None = None
+    exempt: list[str] = Field(default_factory=list)
+
+
+class PolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    apiVersion: Literal["gpuwarden.io/v1"] = "gpuwarden.io/v1"
+    policies: list[PolicySpec] = Field(default_factory=list)
+    overrides: dict[str, PolicyOverride] = Field(default_factory=dict)
+
+
+_TEMPLATES = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+_TEMPLATES.filters["usd"] = lambda value: f"${float(value or 0):,.0f}"
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    spec: PolicySpec
+    scope: Condition | None
+    violation: Condition
+    message: jinja2.Template
+    file: str
+    exempt: tuple[re.Pattern[str], ...]
+    raw: Mapping[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @cached_property
+    def categories(self) -> frozenset[Category]:
+        return frozenset(self.spec.resources)
+
+    @cached_property
+    def evidence_nodes(self) -> tuple[Condition, ...]:
+        roots = [self.violation] + ([self.scope] if self.scope is not None else [])
+        nodes = [node for root in roots for node in walk(root)]
+        return tuple(n for n in nodes if type(n).evidence is not Condition.evidence)
+
+    def enforcement(self, door: Door) -> Enforcement:
+        return self.spec.enforcement.at(door)
+
+
+def builtin_pack_dir() -> Path:
+    """The built-in pack: shipped inside the wheel, or `policies/` of a source checkout."""
+    shipped = Path(str(resources.files("engine"))) / "builtin_policies"
+    if shipped.is_dir():
+        return shipped
+    return Path(__file__).resolve().parent.parent / "policies"
+
+
+def _policy_files(path: str) -> list[Path]:
+    target = builtin_pack_dir() if path == BUILTIN else Path(path)
+    if target.is_dir():
+        files = sorted(p for p in target.rglob("*") if p.suffix in (".yaml", ".yml"))
+        if not files:
+            raise InputError("no policy files (*.yaml) in this directory", file=str(target))
+        return files
+    if not target.exists():
+        raise InputError("no such policy file or directory", file=str(target))
+    return [target]
+
+
+def _line_for(doc: Any, loc: tuple[int | str, ...]) -> int | None:
+    """The line of the deepest node on a pydantic error path."""
+    node, line = doc, line_of(doc)
+    for key in loc:
+        line = line_of(node, str(key)) or line
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        line = line_of(node) or line
+    return line
+
+
+def _validation_message(error: Mapping[str, Any]) -> str:
+    loc = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown key {str(error['loc'][-1])!r}"
+    msg = str(error["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    policies: list[tuple[PolicySpec, Any]]  # each spec with its raw YAML node (for lines)
+    overrides: dict[str, PolicyOverride]
+
+
+def parse_policy_file(text: str, file: str) -> ParsedFile:
+    parsed = ParsedFile([], {})
+    for doc in load_yaml_documents(text, file):
+        if not isinstance(doc, Mapping):
+            raise InputError("a policy file is a mapping with 'policies:'", file=file,
+                             line=line_of(doc))
+        try:
+            part = PolicyFile.model_validate(doc)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise InputError(
+                _validation_message(error), file=file, line=_line_for(doc, error["loc"])
+            ) from None
+        parsed.policies.extend(zip(part.policies, doc.get("policies") or [], strict=True))
+        parsed.overrides.update(part.overrides)
+    return parsed
+
+
+def compile_policy(spec: PolicySpec, file: str, raw: Any = None) -> CompiledPolicy:
+    """Compile conditions and the message template once; every error names file and line."""
+    raw = raw if isinstance(raw, Mapping) else {}
+    try:
+        scope = None if spec.scope is None else compile_condition(
+            raw.get("scope", spec.scope), spec.parameters
+        )
+        violation = compile_condition(raw.get("violation", spec.violation), spec.parameters)
+    except PolicySyntaxError as exc:
+        raise InputError(f"policy {spec.id}: {exc.message}", file=file,
+                         line=exc.line or line_of(raw)) from None
+    try:
+        message = _TEMPLATES.from_string(spec.message)
+    except jinja2.TemplateSyntaxError as exc:
+        raise InputError(f"policy {spec.id}: message template: {exc.message}", file=file,
+                         line=line_of(raw)) from None
+    exempt = tuple(re.compile(fnmatch.translate(glob)) for glob in spec.exempt)
+    return CompiledPolicy(spec, scope, violation, message, file, exempt, raw)
+
+
+def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str) -> CompiledPolicy:
+    spec = policy.spec
+    unknown = set(override.parameters) - set(spec.parameters)
+    if unknown:
+        raise InputError(f"override of {spec.id}: unknown parameter {sorted(unknown)[0]!r} "
+                         f"(parameters: {', '.join(spec.parameters) or 'none'})", file=file)
+    update: dict[str, Any] = {
+        "parameters": {**spec.parameters, **override.parameters},
+        "exempt": [*spec.exempt, *override.exempt],
+    }
+    if override.severity is not None:
+        update["severity"] = override.severity
+    if override.enforcement is not None:
+        changes = override.enforcement.model_dump(exclude_none=True)
+        update["enforcement"] = spec.enforcement.model_copy(update=changes)
+    return compile_policy(spec.model_copy(update=update), policy.file, policy.raw)
+
+
+def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
+    """Load, validate and compile policy files in order; later overrides apply to earlier ids."""
+    compiled: dict[str, CompiledPolicy] = {}
+    for path in paths:
+        for file in _policy_files(path):
+            shown = str(file) if path != BUILTIN else f"builtin:{file.name}"
+            try:
+                text = file.read_text("utf-8-sig")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"cannot read policy file: {exc}", file=shown) from None
+            parsed = parse_policy_file(text, shown)
+            for spec, raw in parsed.policies:
+                if spec.id in compiled and compiled[spec.id].file == shown:
+                    raise InputError(f"duplicate policy id {spec.id!r}", file=shown,
+                                     line=line_of(raw))
+                compiled[spec.id] = compile_policy(spec, shown, raw)
+            for policy_id, override in parsed.overrides.items():
+                if policy_id not in compiled:
+                    raise InputError(f"override of unknown policy {policy_id!r}", file=shown)
+                if override.disabled:
+                    del compiled[policy_id]
+                else:
+                    compiled[policy_id] = _apply_override(compiled[policy_id], override, shown)
+    return list(compiled.values())
+
+
+def condition_schema() -> dict[str, Any]:
+    """JSON Schema of the condition language, from the registered checks' argument models."""
+    value = {
+        "type": "object",
+        "required": ["field"],
+        "additionalProperties": False,
+        "properties": {
+            "field": {"type": "string"},
+            "op": {"enum": list(OPERATORS)},
+            "value": {},
+            "param": {"type": "string"},
+        },
+    }
+    ref = {"$ref": "#/$defs/Condition"}
+    forms: list[dict[str, Any]] = [
+        value,
+        {"type": "object", "required": ["all"], "additionalProperties": False,
+         "properties": {"all": {"type": "array", "items": ref, "minItems": 1}}},
+        {"type": "object", "required": ["any"], "additionalProperties": False,
+         "properties": {"any": {"type": "array", "items": ref, "minItems": 1}}},
+        {"type": "object", "required": ["not"], "additionalProperties": False,
+         "properties": {"not": ref}},
+    ]
+    for key, check in sorted(CHECKS.items()):
+        args = check.Args.model_json_schema()
+        accepted: list[dict[str, Any]] = [args, {"type": "null"}]
+        if check.shorthand:
+            accepted.append(args["properties"][check.shorthand])
+        forms.append({"type": "object", "required": [key], "additionalProperties": False,
+                      "description": check.description,
+                      "properties": {key: {"anyOf": accepted}}})
+    return {"anyOf": forms}
+
+
+def policy_file_schema() -> dict[str, Any]:
+    schema = PolicyFile.model_json_schema()
+    defs = schema.setdefault("$defs", {})
+    defs["Condition"] = condition_schema()
+    spec = defs["PolicySpec"]["properties"]
+    spec["scope"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],
+                     "description": spec["scope"].get("description", "")}
+    spec["violation"] = {"$ref": "#/$defs/Condition",
+                         "description": spec["violation"].get("description", "")}
+    schema["title"] = "gpuwarden policy file"
+    return schema

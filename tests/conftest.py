@@ -1,0 +1,45 @@
+"""Shared fixtures: the built-in engine, a resource factory, fixed instants, reference data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.catalog import builtin_catalog
+from engine.enrich import enrich
+from engine.evaluate import Engine
+from engine.model import Resource
+from engine.policy import load_policies
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference"
+
+# Tuesday 2026-12-01: 03:00 UTC is off-hours, 12:00 UTC is business hours.
+OFF_HOURS = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+BUSINESS_HOURS = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def builtin_engine() -> Engine:
+    return Engine(load_policies(["builtin"]))
+
+
+@pytest.fixture
+def make_resource() -> Callable[..., Resource]:
+    def build(**fields: Any) -> Resource:
+        defaults: dict[str, Any] = {
+            "provider": "aws",
+            "kind": "aws_instance",
+            "category": "instance",
+            "id": "i-0abc",
+            "name": "trainer",
+            "state": "running",
+        }
+        defaults.update(fields)
+        return enrich(Resource.model_validate(defaults), builtin_catalog())
+
+    return build
