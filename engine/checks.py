@@ -130,7 +130,7 @@ class OffHours(Check):
         upcoming = [t for t in schedule.next_transitions(ctx.now, 2) if t[1] == "on"]
         return {
             "schedule": schedule.text,
-            "off_fraction": round(schedule.off_fraction(), 4),
+            "off_fraction": schedule.off_fraction(),
             "back_on_at": upcoming[0][0].isoformat() if upcoming else None,
         }
 

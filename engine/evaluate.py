@@ -27,6 +27,7 @@ from engine.tristate import all_of
 from remediations.registry import plan_remediation
 
 Verdict = Literal["fail", "unknown", "pass"]
+Outcome = Literal["fail", "unknown", "pass", "n/a"]
 
 
 def door_of(resource: Resource) -> Door:
@@ -45,10 +46,11 @@ class Engine:
             for category in policy.categories:
                 self._by_category[category].append(policy)
 
-    def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Verdict:
+    def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Outcome:
+        """`n/a` when the resource is outside the policy's scope (not counted as a pass)."""
         scope = True if policy.scope is None else policy.scope.test(resource, ctx)
         if scope is False:
-            return "pass"
+            return "n/a"
         result = all_of((scope, policy.violation.test(resource, ctx)))
         return "fail" if result else "pass" if result is False else "unknown"
 
@@ -76,6 +78,8 @@ class Engine:
                     exempted += 1
                     continue
                 verdict = self.verdict(policy, resource, ctx)
+                if verdict == "n/a":
+                    continue
                 if verdict == "pass":
                     passed += 1
                     if not show_passed:
