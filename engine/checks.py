@@ -44,6 +44,11 @@ class HasGpu(Check):
             return None
         return resource.has_gpu == self.args.expected
 
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        if resource.gpu is None and resource.is_unknown("gpu"):
+            return {"unknown": ["gpu"]}
+        return {}
+
 
 @register_check
 class Production(Check):
@@ -58,6 +63,9 @@ class Production(Check):
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         production = is_production(resource)
         return None if production is None else production == self.args.expected
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        return {"unknown": ["tags"]} if is_production(resource) is None else {}
 
 
 class _TagsArgs(CheckArgs):
