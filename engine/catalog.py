@@ -119,7 +119,7 @@ class Catalog:
     def smallest_mig_fit(
         self, family: str, need_gib: float, headroom: float = 0.2, max_fraction: float = 0.5
     ) -> MigProfile | None:
-        """Smallest profile holding `need_gib` × (1 + headroom), at most `max_fraction` of the GPU."""
+        """Smallest profile holding need × (1 + headroom), at most `max_fraction` of the GPU."""
         want = need_gib * (1.0 + headroom)
         fitting = [
             p

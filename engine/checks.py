@@ -42,7 +42,7 @@ class HasGpu(Check):
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if resource.gpu is None and resource.is_unknown("gpu"):
             return None
-        return resource.has_gpu == self.args.expected
+        return resource.has_gpu is bool(self.args.expected)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         if resource.gpu is None and resource.is_unknown("gpu"):
@@ -211,7 +211,7 @@ class MigCapable(Check):
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         gpu = resource.gpu
         capable = gpu is not None and ctx.catalog.mig_family(gpu.model, gpu.memory_gib) is not None
-        return capable == self.args.expected
+        return capable is bool(self.args.expected)
 
 
 class _ActivityArgs(CheckArgs):

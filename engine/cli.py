@@ -87,8 +87,9 @@ def check_plan(
     soft_fail: SoftFailOpt = False,
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
-    tf_dir: Annotated[Path | None, typer.Option("--tf-dir", help="Terraform configuration "
-                                                "directory, to point findings at .tf lines.")] = None,
+    tf_dir: Annotated[Path | None, typer.Option(
+        "--tf-dir", help="Terraform configuration directory, to point findings at .tf lines."
+    )] = None,
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Accept the findings "
                                                   "listed in this baseline file.")] = None,
     write_baseline: Annotated[Path | None, typer.Option("--write-baseline", help="Write the "
@@ -114,8 +115,18 @@ def check_plan(
         from engine.baseline import apply_baseline, read_baseline
 
         report = apply_baseline(report, read_baseline(baseline))
-    source = None if plan == "-" else plan
-    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail)
+    _finish(report, engine, fmt, output, _display_path(plan), fail_on, unknown, soft_fail)
+
+
+def _display_path(path: str) -> str | None:
+    """The plan as SARIF should name it: relative to the working directory when inside it."""
+    if path == "-":
+        return None
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path
 
 
 def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:

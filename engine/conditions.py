@@ -183,7 +183,8 @@ def _matches(op: str, actual: Any, expected: Any, pattern: re.Pattern[str] | Non
     if op == "not-in":
         return actual not in expected
     if op == "contains":
-        return isinstance(actual, list | tuple | set | frozenset | dict | str) and expected in actual
+        container = isinstance(actual, list | tuple | set | frozenset | dict | str)
+        return container and expected in actual
     if pattern is not None:  # regex, glob
         return isinstance(actual, str) and pattern.fullmatch(actual) is not None
     try:

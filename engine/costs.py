@@ -116,6 +116,8 @@ def mig_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -
     )
 
 
-def estimate(method: str, resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
+def estimate(
+    method: str, resource: Resource, catalog: Catalog, details: dict[str, Any]
+) -> Estimate:
     result = ESTIMATORS[method](resource, catalog, details)
     return Estimate(round(result.monthly_usd, 2), result.basis)

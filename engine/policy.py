@@ -19,7 +19,14 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engine import checks as _checks  # noqa: F401  (registers the built-in checks)
-from engine.conditions import CHECKS, OPERATORS, Condition, PolicySyntaxError, compile_condition, walk
+from engine.conditions import (
+    CHECKS,
+    OPERATORS,
+    Condition,
+    PolicySyntaxError,
+    compile_condition,
+    walk,
+)
 from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity

@@ -62,7 +62,8 @@ def test_unknown_operator_names_file_and_line(tmp_path: Path) -> None:
          "    violation: {field: name, op: eq, param: missing}\n    message: m\n", 6,
          "unknown parameter 'missing'"),
         ("policies:\n  - id: a1\n    title: t\n    severity: low\n    resources: [instance]\n"
-         "    violation: {field: name}\n    message: m\n    colour: red\n", 8, "unknown key 'colour'"),
+         "    violation: {field: name}\n    message: m\n    colour: red\n", 8,
+         "unknown key 'colour'"),
         ("policies:\n  - id: a1\n    title: t\n    severity: low\n    resources: [instance]\n"
          "    violation: {offhours: {}}\n    message: m\n    parameters:\n"
          "      default_schedule: 'off=(Q,19)'\n      schedule_tag: t\n", 6, "offhours"),
