@@ -134,7 +134,7 @@ class OffHours(Check):
         schedule = self.schedule_for(resource)
         if schedule is None:
             text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
-            return {"unknown": [f"tags.{self.tag}"], "schedule_error": f"invalid schedule {text!r}"}
+            return {"schedule_error": f"its {self.tag} tag {text!r} is not a valid schedule"}
         upcoming = [t for t in schedule.next_transitions(ctx.now, 2) if t[1] == "on"]
         return {
             "schedule": schedule.text,

@@ -25,7 +25,7 @@ policies_app = typer.Typer(help="List, show, validate policies; print their JSON
                            no_args_is_help=True)
 app.add_typer(policies_app, name="policies")
 
-FORMATS = ("table", "json", "sarif", "junit", "markdown", "html")
+FORMATS = ("table", "json", "sarif", "junit", "markdown", "html", "policyreport")
 
 PoliciesOpt = Annotated[
     list[str] | None,
@@ -77,7 +77,9 @@ def _finish(report: Report, engine: object, fmt: str, output: Path | None,
 
 @app.command("check-plan")
 def check_plan(
-    plan: Annotated[str, typer.Argument(help="terraform show -json output, or - for stdin")],
+    plans: Annotated[list[str], typer.Argument(
+        metavar="PLAN...", help="terraform show -json output(s), or - for stdin"
+    )],
     policies: PoliciesOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -95,7 +97,7 @@ def check_plan(
     write_baseline: Annotated[Path | None, typer.Option("--write-baseline", help="Write the "
                                                         "current findings as a baseline.")] = None,
 ) -> None:
-    """PR check: evaluate a Terraform plan (JSON) against the policies."""
+    """PR check: evaluate Terraform plans (JSON) against the policies."""
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
     from engine.pipeline import build_engine, parse_instant
@@ -103,7 +105,11 @@ def check_plan(
 
     instant = parse_instant(now)
     engine = build_engine(policies, prices)
-    resources = plan_resources(read_plan(plan), plan, engine.catalog)
+    resources = [
+        resource
+        for plan in plans
+        for resource in plan_resources(read_plan(plan), plan, engine.catalog)
+    ]
     if tf_dir is not None:
         resources = _with_locations(resources, tf_dir)
     report = engine.evaluate(resources, instant, door="plan", show_passed=show_passed)
@@ -115,7 +121,8 @@ def check_plan(
         from engine.baseline import apply_baseline, read_baseline
 
         report = apply_baseline(report, read_baseline(baseline))
-    _finish(report, engine, fmt, output, _display_path(plan), fail_on, unknown, soft_fail)
+    source = _display_path(plans[0]) if len(plans) == 1 else None
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail)
 
 
 def _display_path(path: str) -> str | None:
@@ -140,8 +147,8 @@ def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
 @app.command("scan")
 def scan(
     demo: Annotated[bool, typer.Option("--demo", help="Scan the bundled sample estate.")] = False,
-    source: Annotated[list[str] | None, typer.Option("--source", help="snapshot:FILE "
-                                                     "(aws, gcp, azure, k8s: see docs)")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", help="snapshot:FILE, or k8s "
+                                                     "for the live cluster")] = None,
     policies: PoliciesOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -152,7 +159,15 @@ def scan(
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
     enforce: Annotated[bool, typer.Option("--enforce", help="Apply remediations (default: "
-                                          "dry-run).")] = False,
+                                          "dry-run); --source k8s only.")] = False,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubeconfig for "
+                                                   "--source k8s (default: in-cluster or "
+                                                   "~/.kube/config).")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
+    max_actions: Annotated[int, typer.Option("--max-actions", min=0, help="Enforce: most "
+                                             "changes in one run.")] = 10,
+    audit_log: Annotated[Path, typer.Option("--audit-log", help="Enforce: JSONL audit log "
+                                            "(appended).")] = Path("gpuwarden-audit.jsonl"),
 ) -> None:
     """Scan live or exported state (or the demo estate) against the policies."""
     _check_choice("--format", fmt, FORMATS)
@@ -167,19 +182,38 @@ def scan(
         sources.append(f"snapshot:{demo_snapshot_path()}")
     if not sources:
         _fail("nothing to scan: give --demo or --source snapshot:FILE")
-    if enforce:
-        _fail("--enforce: no remediation runner for these sources yet; run without it "
+    if enforce and sources != ["k8s"]:
+        _fail("--enforce: remediations can be applied with --source k8s only; run without it "
               "for a dry-run plan of actions")
     instant = parse_instant(now)
     engine = build_engine(policies, prices)
     resources: list[Resource] = []
+    k8s_client: object = None
     for spec in sources:
         kind, _, arg = spec.partition(":")
+        if kind == "k8s" and not arg:
+            from engine.sources.kubernetes_live import (
+                cluster_resources,
+                connect,
+                current_cluster_name,
+                list_cluster,
+            )
+
+            k8s_client = connect(kubeconfig=kubeconfig, context=context)
+            state = list_cluster(k8s_client, cluster=current_cluster_name(
+                kubeconfig=kubeconfig, context=context))
+            resources.extend(cluster_resources(state, engine.catalog))
+            continue
         if kind != "snapshot" or not arg:
-            _fail(f"--source {spec!r}: live sources (aws, gcp, azure, k8s) are not available "
-                  "in this build; use snapshot:FILE")
+            _fail(f"--source {spec!r}: live sources (aws, gcp, azure) are not available "
+                  "in this build; use snapshot:FILE or k8s")
         resources.extend(load_snapshot_resources(Path(arg), engine.catalog))
     report = engine.evaluate(resources, instant, show_passed=show_passed)
+    if enforce:
+        from remediations.kubernetes_actions import apply_kubernetes_remediations
+
+        report = apply_kubernetes_remediations(report, resources, k8s_client,
+                                               max_actions=max_actions, audit_log=audit_log)
     _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail)
 
 
@@ -256,12 +290,84 @@ def policies_schema() -> None:
     typer.echo(orjson.dumps(policy_file_schema(), option=orjson.OPT_INDENT_2).decode())
 
 
+@app.command("webhook")
+def webhook(
+    cert: Annotated[Path | None, typer.Option("--cert", help="TLS certificate (PEM); reloaded "
+                                              "when the file changes.")] = None,
+    key: Annotated[Path | None, typer.Option("--key", help="TLS private key (PEM).")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8443,
+    policies: PoliciesOpt = None,
+    cloud: Annotated[str, typer.Option("--cloud", help="Spot label the mutating webhook "
+                                       "writes: aws (Karpenter), eks, gke, azure.")] = "aws",
+    mig_swap: Annotated[str, typer.Option("--mig-swap", help="offered (when a node "
+                                          "offers the MIG resource), always, off.")] = "offered",
+    timeout: Annotated[float, typer.Option("--timeout", help="The webhook's timeoutSeconds, "
+                                           "when the API server does not send one.")] = 3.0,
+    deadline_fraction: Annotated[float, typer.Option("--deadline-fraction", help="Share of the "
+                                                     "timeout evaluation may use.")] = 0.8,
+    no_cluster: Annotated[bool, typer.Option("--no-cluster", help="Run without a Kubernetes "
+                                             "API (no namespace labels or GPU nodes).")] = False,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Kubeconfig to use "
+                                                   "instead of the in-cluster account.")] = None,
+    resync: Annotated[float, typer.Option("--resync", help="Seconds between cluster "
+                                          "cache lists.")] = 30.0,
+    cert_reload_interval: Annotated[float, typer.Option("--cert-reload-interval",
+                                    help="Seconds between certificate file checks.")] = 10.0,
+    insecure_http: Annotated[bool, typer.Option("--insecure-http", help="Serve plain HTTP "
+                                                "(tests only; the API server needs TLS).")] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug|info|warning")] = "info",
+) -> None:
+    """Run the Kubernetes admission webhook (POST /validate, /mutate; GET /healthz, /readyz,
+    /metrics)."""
+    from remediations.kubernetes_patch import CLOUDS
+
+    _check_choice("--cloud", cloud, CLOUDS)
+    _check_choice("--mig-swap", mig_swap, ("offered", "always", "off"))
+    _check_choice("--log-level", log_level, ("debug", "info", "warning"))
+    if not insecure_http and (cert is None or key is None):
+        _fail("--cert and --key are required (or --insecure-http for plain HTTP)")
+    if timeout <= 0 or not 0 < deadline_fraction <= 1:
+        _fail("--timeout must be positive and --deadline-fraction in (0, 1]")
+    for path in (cert, key) if not insecure_http else ():
+        if path is not None and not path.is_file():
+            raise InputError("not a readable file", file=str(path))
+    from engine.pipeline import build_engine
+    from engine.webhook.admission import AdmissionSettings
+    from engine.webhook.app import WebhookSettings, create_app
+    from engine.webhook.caches import cluster_cache
+    from engine.webhook.tls import ServerSettings, run_server
+
+    settings = WebhookSettings(AdmissionSettings(cloud, mig_swap), timeout,  # type: ignore[arg-type]
+                               deadline_fraction)
+    caches = cluster_cache(no_cluster=no_cluster, kubeconfig=kubeconfig, resync_seconds=resync)
+    web = create_app(build_engine(policies), settings=settings, caches=caches)
+    run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
+                                   log_level))
+
+
+def _usage_line(exc: typer.TyperException) -> str:
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"gpuwarden: error: {message or 'missing command'}{hint}"
+
+
 def main() -> None:
-    """Console entry point: every InputError becomes one line on stderr and exit code 2."""
+    """Console entry point: usage errors and InputError become one line on stderr, exit 2."""
     try:
-        app(standalone_mode=True)
+        code = app(standalone_mode=False, prog_name="gpuwarden")
     except InputError as exc:
         typer.echo(f"gpuwarden: error: {exc}", err=True)
         sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and getattr(exc, "ctx", None) is not None:
+            typer.echo(exc.ctx.get_help(), err=True)  # type: ignore[attr-defined]
+        else:
+            typer.echo(_usage_line(exc), err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -125,6 +125,31 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _check_model_path(parts: list[str]) -> None:
+    """Reject paths that name no field: `gpu.cnt` must fail at load, not never match."""
+    model: type[BaseModel] | None = Resource
+    for index, part in enumerate(parts):
+        if model is None:
+            return  # inside a dict (tags, annotations, ...): any key is fine
+        fields = model.model_fields
+        if part not in fields:
+            where = ".".join(parts[:index]) or "resource"
+            raise PolicySyntaxError(
+                f"unknown field {'.'.join(parts[: index + 1])!r} ({where} fields: "
+                f"{', '.join(sorted(fields))})"
+            )
+        annotation = fields[part].annotation
+        model = next((arg for arg in getattr(annotation, "__args__", (annotation,))
+                      if isinstance(arg, type) and issubclass(arg, BaseModel)), None)
+        if model is None and index + 1 < len(parts) and not _is_mapping(annotation):
+            raise PolicySyntaxError(f"field {part!r} has no sub-fields")
+
+
+def _is_mapping(annotation: Any) -> bool:
+    origin = getattr(annotation, "__origin__", annotation)
+    return origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping))
+
+
 def field_getter(path: str) -> Callable[[Resource], Any]:
     """Compile a dotted path into a getter. Model attributes first; once a dict is reached the
     rest of the path is one key (tag keys hold dots: `tags.gpuwarden.io/exempt`); under `raw.`
@@ -147,10 +172,7 @@ def field_getter(path: str) -> Callable[[Resource], Any]:
             return value
 
         return get_raw
-    if parts[0] not in Resource.model_fields and parts[0] != "has_gpu":
-        raise PolicySyntaxError(
-            f"unknown field {parts[0]!r} (fields: {', '.join(sorted(Resource.model_fields))})"
-        )
+    _check_model_path(parts)
 
     def get(resource: Resource) -> Any:
         value: Any = resource

@@ -108,7 +108,7 @@ class Engine:
                 if key == "unknown":
                     details.setdefault("unknown", []).extend(value)
                 else:
-                    details[key] = value
+                    details.setdefault(key, value)  # the violation's evidence comes first
         cost = estimate(policy.spec.cost, resource, self.catalog, details)
         if verdict == "pass":
             cost = cost.__class__(0.0, cost.basis)

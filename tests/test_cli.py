@@ -253,3 +253,27 @@ def test_reference_plans_all_check_cleanly(capsys: pytest.CaptureFixture[str],
         code, out, err = run_cli(["check-plan", str(plan), "-f", "json"], capsys, monkeypatch)
         assert code in (0, 1), (plan.name, err)
         assert json.loads(out)["schema"] == "gpuwarden.report/v1"
+
+
+def test_several_plans_in_one_check(plan_file: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    second = tmp_path / "second.json"
+    plan = json.loads(json.dumps(GPU_PLAN))
+    plan["resource_changes"][0]["address"] = "aws_instance.other"
+    second.write_text(json.dumps(plan))
+    code, out, _ = run_cli(["check-plan", str(plan_file), str(second), "-f", "json"],
+                           capsys, monkeypatch)
+    assert code == 1
+    spot = {f["resource"]["id"] for f in json.loads(out)["findings"]
+            if f["policy"] == "gpu-spot-required"}
+    assert spot == {"aws_instance.gpu", "aws_instance.other"}
+
+
+def test_usage_errors_are_one_line(plan_file: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, err = run_cli(["check-plan", str(plan_file), "--no-such-option"], capsys,
+                           monkeypatch)
+    assert code == 2
+    assert err.strip() == ("gpuwarden: error: No such option: --no-such-option "
+                           "(see 'gpuwarden check-plan --help')")

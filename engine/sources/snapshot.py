@@ -27,6 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from engine.catalog import Catalog
+from engine.enrich import enrich
 from engine.errors import InputError
 from engine.model import Resource
 from engine.yamlsource import load_yaml_documents
@@ -130,7 +131,7 @@ def _normalized(value: Any, ctx: SnapshotContext) -> list[Resource]:
     found: list[Resource] = []
     for index, item in enumerate(value):
         try:
-            found.append(Resource.model_validate(item))
+            found.append(enrich(Resource.model_validate(item), ctx.catalog))
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"])
