@@ -1,0 +1,205 @@
+"""Benchmark `gpuwarden check-plan` end to end, beside a bare `json.load` of the same file.
+
+Every case runs as a fresh subprocess (start-up included), `--repeat` times; the table shows
+the median wall time and the peak RSS of that child (from `os.wait4`, so one run's memory never
+leaks into another's figure). A last run under `python -X importtime` lists any provider SDK the
+command imported (there must be none).
+
+    python bench/bench_check_plan.py                 # 5,000 changes, 3 repeats
+    python bench/bench_check_plan.py --changes 20000 --repeat 5
+
+Writes only under bench/out/ (generated plans and check_plan.json with the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_plan import OUT_DIR
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY_MODULES = ("boto3", "botocore", "google.cloud", "azure", "kubernetes", "pynvml")
+TARGET_WALL_S = {"plan": 2.0, "empty": 1.0}
+TARGET_PEAK_MIB = 300.0
+GNU_TIME = "/usr/bin/time"
+
+
+@dataclass(frozen=True)
+class Run:
+    wall_s: float
+    cpu_s: float  # user + system: robust to other load on the machine, unlike wall time
+    peak_mib: float
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    wall_s: float
+    cpu_s: float
+    peak_mib: float
+    target: str
+    baseline: str
+    verdict: str
+
+
+def run_child(command: list[str]) -> Run:
+    """Run `command` once: wall time around the whole process, and the peak RSS of that process
+    alone. Linux carries a parent's peak RSS over fork/exec into the child's `ru_maxrss`, so
+    when GNU time is there it launches the command from its own small process."""
+    rss_file = OUT_DIR / "rss.txt"
+    wrapped = command
+    if Path(GNU_TIME).exists():
+        wrapped = [GNU_TIME, "-f", "%M", "-o", str(rss_file), *command]
+    start = time.perf_counter()
+    process = subprocess.Popen(wrapped, cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    process.returncode = code
+    if code not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} exited {code}:\n{stderr.decode(errors='replace')}")
+    peak_kib = int(rss_file.read_text().split()[-1]) if wrapped is not command else (
+        usage.ru_maxrss)  # KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime  # includes GNU time's reaped child
+    return Run(wall, cpu, peak_kib / 1024, code)
+
+
+def median_run(command: list[str], repeat: int) -> Run:
+    runs = [run_child(command) for _ in range(repeat)]
+    return Run(
+        statistics.median(r.wall_s for r in runs),
+        statistics.median(r.cpu_s for r in runs),
+        statistics.median(r.peak_mib for r in runs),
+        runs[-1].exit_code,
+    )
+
+
+def gpuwarden_command() -> list[str]:
+    """The installed console script next to this interpreter (no pyenv shim), else `-m engine`."""
+    script = shutil.which("gpuwarden", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "engine"]
+
+
+def json_load_command(plan: Path) -> list[str]:
+    return [sys.executable, "-c", f"import json; json.load(open({str(plan)!r}, 'rb'))"]
+
+
+def check_plan_args(plan: Path) -> list[str]:
+    return ["check-plan", str(plan), "--format", "json", "-o", os.devnull]
+
+
+def heavy_imports(plan: Path) -> list[str]:
+    """Provider SDK modules `check-plan` imported, from `-X importtime` (stderr)."""
+    command = [sys.executable, "-X", "importtime", "-m", "engine", *check_plan_args(plan)]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"importtime run exited {result.returncode}:\n{result.stderr}")
+    found = set()
+    for line in result.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        name = line.rsplit("|", 1)[1].strip()
+        for heavy in HEAVY_MODULES:
+            if name == heavy or name.startswith(heavy + "."):
+                found.add(heavy)
+    return sorted(found)
+
+
+def verdict(wall: float, wall_target: float, peak: float | None) -> str:
+    ok = wall <= wall_target and (peak is None or peak <= TARGET_PEAK_MIB)
+    return "ok" if ok else "OVER"
+
+
+def prepare_plans(changes: int, seed: int, plan: Path | None) -> tuple[Path, Path]:
+    """Generate the plans in a child process: Linux carries a parent's peak RSS over fork and
+    exec into the child's `ru_maxrss`, so this process must never hold a big plan itself."""
+    generator = [sys.executable, str(Path(__file__).with_name("gen_plan.py"))]
+    if plan is None:
+        plan = OUT_DIR / f"plan-{changes}.json"
+        subprocess.run([*generator, "-n", str(changes), "--seed", str(seed), "-o", str(plan)],
+                       check=True)
+    empty = OUT_DIR / "plan-empty.json"
+    subprocess.run([*generator, "--empty", "-o", str(empty)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return plan, empty
+
+
+def count_changes(plan: Path) -> int:
+    code = ("import json,sys; d=json.load(open(sys.argv[1],'rb')); "
+            "print(len(d.get('resource_changes') or []))")
+    result = subprocess.run([sys.executable, "-c", code, str(plan)], capture_output=True,
+                            text=True, check=True)
+    return int(result.stdout)
+
+
+def measure(plan: Path, empty: Path, repeat: int, changes: int) -> tuple[list[Row], list[str]]:
+    tool = gpuwarden_command()
+    base_plan = median_run(json_load_command(plan), repeat)
+    full = median_run([*tool, *check_plan_args(plan)], repeat)
+    base_empty = median_run(json_load_command(empty), repeat)
+    none = median_run([*tool, *check_plan_args(empty)], repeat)
+    rows = [
+        Row(f"json.load {changes} changes", base_plan.wall_s, base_plan.cpu_s, base_plan.peak_mib,
+            "-", "-", "-"),
+        Row(f"check-plan {changes} changes", full.wall_s, full.cpu_s, full.peak_mib,
+            "<=2 s, <=300 MiB",
+            f"{full.wall_s / base_plan.wall_s:.1f}x json.load time",
+            verdict(full.wall_s, TARGET_WALL_S["plan"], full.peak_mib)),
+        Row("json.load empty plan", base_empty.wall_s, base_empty.cpu_s, base_empty.peak_mib,
+            "-", "-", "-"),
+        Row("check-plan empty plan", none.wall_s, none.cpu_s, none.peak_mib, "<=1 s",
+            f"+{none.wall_s - base_empty.wall_s:.2f} s over bare python",
+            verdict(none.wall_s, TARGET_WALL_S["empty"], None)),
+    ]
+    imported = sorted(set(heavy_imports(plan)) | set(heavy_imports(empty)))
+    return rows, imported
+
+
+def print_table(rows: list[Row], imported: list[str], repeat: int) -> None:
+    header = ("case", "wall s", "cpu s", "peak MiB", "target", "vs baseline", "")
+    table = [header] + [(r.case, f"{r.wall_s:.2f}", f"{r.cpu_s:.2f}", f"{r.peak_mib:.0f}",
+                         r.target, r.baseline, r.verdict) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    print(f"median of {repeat} runs; python {platform.python_version()}, {os.cpu_count()} CPUs")
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    heavy = ", ".join(imported) if imported else "none"
+    print(f"provider SDKs imported by check-plan ({', '.join(HEAVY_MODULES)}): {heavy}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--plan", type=Path, help="use this plan instead of a generated one")
+    args = parser.parse_args()
+    plan, empty = prepare_plans(args.changes, args.seed, args.plan)
+    changes = count_changes(plan)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    rows, imported = measure(plan, empty, args.repeat, changes)
+    print_table(rows, imported, args.repeat)
+    (OUT_DIR / "check_plan.json").write_text(json.dumps(
+        {"rows": [asdict(r) for r in rows], "heavy_imports": imported, "repeat": args.repeat,
+         "plan_bytes": plan.stat().st_size}, indent=2) + "\n")
+    if imported or any(r.verdict == "OVER" for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
