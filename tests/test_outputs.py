@@ -167,7 +167,8 @@ def failing_by_dollars(findings: list[Finding]) -> list[Finding]:
 
 
 def test_registry_knows_every_contract_format() -> None:
-    assert set(registry.RENDERERS) == {"table", "json", "sarif", "junit", "markdown", "html"}
+    assert set(registry.RENDERERS) == {"table", "json", "sarif", "junit", "markdown", "html",
+                                      "policyreport"}
 
 
 @pytest.mark.parametrize("fmt", sorted(registry.RENDERER_MODULES))

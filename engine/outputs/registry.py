@@ -15,6 +15,7 @@ RENDERER_MODULES: dict[str, str] = {
     "junit": "engine.outputs.junit",
     "markdown": "engine.outputs.markdown",
     "html": "engine.outputs.html",
+    "policyreport": "engine.outputs.policyreport",
 }
 FORMATS: tuple[str, ...] = tuple(RENDERER_MODULES)
 

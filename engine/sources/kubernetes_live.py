@@ -1,0 +1,243 @@
+"""Live Kubernetes source: list a cluster through the official `kubernetes` client.
+
+Lists namespaces, nodes and the GPU-carrying workload kinds in chunks (`limit`/`continue`), turns
+every object into the plain dict the API serves (camelCase keys, kind and apiVersion filled in,
+as list items lack them), then normalizes workloads with the same adapter the webhook and
+snapshots use. The client library is imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.catalog import Catalog
+from engine.errors import InputError
+from engine.model import Capacity, Resource, State
+from engine.sources.kubernetes import (
+    GPU_PRODUCT_LABEL,
+    namespace_resource,
+    workload_capacity,
+    workload_resource,
+)
+
+DEFAULT_CHUNK = 500
+
+# (kind, apiVersion, client API class, list method over all namespaces)
+_WORKLOAD_LISTS: tuple[tuple[str, str, str, str], ...] = (
+    ("Deployment", "apps/v1", "AppsV1Api", "list_deployment_for_all_namespaces"),
+    ("StatefulSet", "apps/v1", "AppsV1Api", "list_stateful_set_for_all_namespaces"),
+    ("DaemonSet", "apps/v1", "AppsV1Api", "list_daemon_set_for_all_namespaces"),
+    ("Job", "batch/v1", "BatchV1Api", "list_job_for_all_namespaces"),
+    ("CronJob", "batch/v1", "BatchV1Api", "list_cron_job_for_all_namespaces"),
+    ("Pod", "v1", "CoreV1Api", "list_pod_for_all_namespaces"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What the audit needs from a Node: its GPU model label and capacity type."""
+
+    name: str
+    gpu_product: str | None
+    capacity: Capacity
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterState:
+    """A cluster as listed: plain-dict objects, ready to normalize or to save in a snapshot."""
+
+    cluster: str | None = None
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+
+    def node_info(self) -> dict[str, NodeInfo]:
+        return {info.name: info for info in map(node_info, self.nodes) if info.name}
+
+
+# ---------------------------------------------------------------------------- connecting
+
+
+def connect(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient from a kubeconfig (file/context given, or the default one), or in-cluster.
+
+    In-cluster configuration is used when running in a pod and no kubeconfig or context was
+    asked for explicitly.
+    """
+    from kubernetes import client, config  # type: ignore[import-untyped]
+    from kubernetes.config.config_exception import ConfigException  # type: ignore[import-untyped]
+
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(config_file=kubeconfig, context=context,
+                                    client_configuration=configuration)
+    except ConfigException as exc:
+        raise InputError(f"kubernetes: cannot load configuration: {_one_line(exc)}",
+                         file=kubeconfig) from None
+    except OSError as exc:
+        raise InputError(f"kubernetes: cannot read kubeconfig: {exc.strerror or exc}",
+                         file=kubeconfig) from None
+    return client.ApiClient(configuration)
+
+
+def current_cluster_name(*, kubeconfig: str | None = None,
+                         context: str | None = None) -> str | None:
+    """The kubeconfig context's cluster name, when there is a kubeconfig to read it from."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (ConfigException, OSError):
+        return None
+    chosen = next((c for c in contexts or [] if c.get("name") == context), active)
+    if not isinstance(chosen, Mapping):
+        return None
+    name = (chosen.get("context") or {}).get("cluster") or chosen.get("name")
+    return str(name) if name else None
+
+
+# ---------------------------------------------------------------------------- listing
+
+
+def list_cluster(
+    api_client: Any = None,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    chunk: int = DEFAULT_CHUNK,
+    cluster: str | None = None,
+) -> ClusterState:
+    """Namespaces, nodes and workloads of a cluster, each list read `chunk` items at a time.
+
+    Pods owned by a controller are left out (their controller's template stands for them), and
+    so are pods and Jobs that have finished.
+    """
+    if chunk < 1:
+        raise InputError("kubernetes: chunk size must be at least 1")
+    if api_client is None:
+        api_client = connect(kubeconfig=kubeconfig, context=context)
+        cluster = cluster or current_cluster_name(kubeconfig=kubeconfig, context=context)
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client)
+    state = ClusterState(cluster=cluster)
+    state.namespaces = list(_list_all(api_client, core.list_namespace, "Namespace", "v1", chunk))
+    state.nodes = list(_list_all(api_client, core.list_node, "Node", "v1", chunk))
+    for kind, api_version, api_class, method in _WORKLOAD_LISTS:
+        lister = getattr(getattr(client, api_class)(api_client), method)
+        for obj in _list_all(api_client, lister, kind, api_version, chunk):
+            if _is_audited(obj):
+                state.workloads.append(obj)
+    return state
+
+
+def _list_all(api_client: Any, lister: Callable[..., Any], kind: str, api_version: str,
+              chunk: int) -> Iterator[dict[str, Any]]:
+    """Every item of a list endpoint, following `continue` tokens, as plain dicts."""
+    token: str | None = None
+    while True:
+        page = _call(lister, kind, limit=chunk, _continue=token)
+        for item in page.items or []:
+            obj = api_client.sanitize_for_serialization(item)
+            obj["kind"], obj["apiVersion"] = kind, api_version
+            yield obj
+        token = page.metadata._continue if page.metadata is not None else None
+        if not token:
+            return
+
+
+def _call(lister: Callable[..., Any], kind: str, **kwargs: Any) -> Any:
+    """One list request; API and connection failures become one-line InputErrors."""
+    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+    from urllib3.exceptions import HTTPError
+
+    if kwargs.get("_continue") is None:
+        kwargs.pop("_continue", None)
+    try:
+        return lister(**kwargs)
+    except ApiException as exc:
+        raise InputError(f"kubernetes: listing {kind}s failed: HTTP {exc.status} "
+                         f"{exc.reason or ''}".rstrip()) from None
+    except (HTTPError, OSError) as exc:
+        raise InputError(f"kubernetes: cannot reach the API server: {_one_line(exc)}") from None
+    except ValueError as exc:  # the client's model validation of a malformed response
+        raise InputError(f"kubernetes: unreadable {kind} list: {_one_line(exc)}") from None
+
+
+def _is_audited(obj: dict[str, Any]) -> bool:
+    kind = obj.get("kind")
+    status = obj.get("status") or {}
+    if kind == "Pod":
+        if _controller_owned(obj):
+            return False
+        return status.get("phase") not in ("Succeeded", "Failed")
+    if kind == "Job":
+        finished = {"Complete", "Failed"}
+        return not any(c.get("type") in finished and c.get("status") == "True"
+                       for c in status.get("conditions") or [] if isinstance(c, dict))
+    return True
+
+
+def _controller_owned(obj: dict[str, Any]) -> bool:
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, dict) and r.get("controller") is True for r in references)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- normalizing
+
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    metadata = node.get("metadata") or {}
+    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
+    # A node's labels read as a nodeSelector say whether pods on it run on spot capacity.
+    capacity = workload_capacity({"nodeSelector": labels})
+    return NodeInfo(name=str(metadata.get("name") or ""), gpu_product=labels.get(GPU_PRODUCT_LABEL),
+                    capacity=capacity, labels=labels)
+
+
+def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> list[Resource]:
+    """The workload resources of a listed cluster, with namespace labels and node capacity."""
+    namespaces = dict(namespace_resource(ns) for ns in state.namespaces)
+    nodes = state.node_info()
+    found: list[Resource] = []
+    for obj in state.workloads:
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        node = nodes.get(str((obj.get("spec") or {}).get("nodeName") or "")) \
+            if obj.get("kind") == "Pod" else None
+        resource = workload_resource(
+            obj, namespaces.get(namespace, {}), catalog=catalog, state=_workload_state(obj),
+            cluster=state.cluster, node_capacity=node.capacity if node else None,
+        )
+        if resource is not None:
+            found.append(resource)
+    return found
+
+
+def _workload_state(obj: dict[str, Any]) -> State:
+    """STOPPED for a controller scaled to zero or a suspended CronJob, else RUNNING."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") in ("Deployment", "StatefulSet") and spec.get("replicas") == 0:
+        return State.STOPPED
+    if obj.get("kind") == "CronJob" and spec.get("suspend") is True:
+        return State.STOPPED
+    return State.RUNNING
+
+
+def kubernetes_snapshot(state: ClusterState) -> dict[str, Any]:
+    """The `kubernetes:` section of a snapshot bundle holding this cluster's objects."""
+    section: dict[str, Any] = {"objects": [*state.namespaces, *state.nodes, *state.workloads]}
+    if state.cluster:
+        section = {"cluster": state.cluster, **section}
+    return section
