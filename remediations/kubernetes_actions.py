@@ -145,7 +145,7 @@ class _Runner:
         return "applied", f"{_verb(resource.kind)} {resource.id} (was {_describe(before)})"
 
     def _api(self, target: _Target) -> Any:
-        from kubernetes import client  # type: ignore[import-untyped]
+        from kubernetes import client
 
         return getattr(client, target.api_class)(self.api_client)
 

@@ -68,8 +68,8 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None) -> Any
     In-cluster configuration is used when running in a pod and no kubeconfig or context was
     asked for explicitly.
     """
-    from kubernetes import client, config  # type: ignore[import-untyped]
-    from kubernetes.config.config_exception import ConfigException  # type: ignore[import-untyped]
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
 
     configuration = client.Configuration()
     try:
@@ -156,7 +156,7 @@ def _list_all(api_client: Any, lister: Callable[..., Any], kind: str, api_versio
 
 def _call(lister: Callable[..., Any], kind: str, **kwargs: Any) -> Any:
     """One list request; API and connection failures become one-line InputErrors."""
-    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+    from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     if kwargs.get("_continue") is None:
