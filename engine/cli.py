@@ -147,8 +147,8 @@ def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
 @app.command("scan")
 def scan(
     demo: Annotated[bool, typer.Option("--demo", help="Scan the bundled sample estate.")] = False,
-    source: Annotated[list[str] | None, typer.Option("--source", help="snapshot:FILE, or k8s "
-                                                     "for the live cluster")] = None,
+    source: Annotated[list[str] | None, typer.Option(
+        "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")] = None,
     policies: PoliciesOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -158,22 +158,50 @@ def scan(
     soft_fail: SoftFailOpt = False,
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
-    enforce: Annotated[bool, typer.Option("--enforce", help="Apply remediations (default: "
-                                          "dry-run); --source k8s only.")] = False,
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubeconfig for "
-                                                   "--source k8s (default: in-cluster or "
-                                                   "~/.kube/config).")] = None,
+    enforce: Annotated[bool, typer.Option(
+        "--enforce", help="Apply remediations (default: dry-run, which changes nothing).")] = False,
+    max_actions: Annotated[int, typer.Option(
+        "--max-actions", min=0, help="Enforce: most changes in one run (blast radius).")] = 10,
+    audit_log: Annotated[Path, typer.Option(
+        "--audit-log", help="Enforce: JSONL audit log (appended).")
+    ] = Path("gpuwarden-audit.jsonl"),
+    save_snapshot: Annotated[Path | None, typer.Option(
+        "--save-snapshot", help="Save what the sources read, to replay with snapshot:FILE.")
+    ] = None,
+    region: Annotated[list[str] | None, typer.Option(
+        "--region", help="AWS regions (repeatable; default: the profile's region).")] = None,
+    role_arn: Annotated[list[str] | None, typer.Option(
+        "--role-arn", help="AWS role to assume per account (repeatable).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="AWS profile.")] = None,
+    project: Annotated[list[str] | None, typer.Option(
+        "--project", help="GCP projects (repeatable; default: all the credentials see).")] = None,
+    subscription: Annotated[list[str] | None, typer.Option(
+        "--subscription", help="Azure subscriptions (repeatable; default: all visible).")
+    ] = None,
+    kubeconfig: Annotated[str | None, typer.Option(
+        "--kubeconfig", help="kubeconfig for --source k8s (default: in-cluster or "
+        "~/.kube/config).")] = None,
     context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
-    max_actions: Annotated[int, typer.Option("--max-actions", min=0, help="Enforce: most "
-                                             "changes in one run.")] = 10,
-    audit_log: Annotated[Path, typer.Option("--audit-log", help="Enforce: JSONL audit log "
-                                            "(appended).")] = Path("gpuwarden-audit.jsonl"),
+    prometheus_url: Annotated[str | None, typer.Option(
+        "--prometheus-url", help="Prometheus with DCGM exporter metrics, for GPU telemetry.")
+    ] = None,
+    prometheus_token: Annotated[str | None, typer.Option(
+        "--prometheus-token", envvar="GPUWARDEN_PROMETHEUS_TOKEN", help="Bearer token.")] = None,
+    prometheus_basic_auth: Annotated[str | None, typer.Option(
+        "--prometheus-basic-auth", envvar="GPUWARDEN_PROMETHEUS_BASIC_AUTH",
+        help="user:password.")] = None,
+    prometheus_ca: Annotated[str | None, typer.Option(
+        "--prometheus-ca", help="CA bundle for Prometheus TLS.")] = None,
+    dcgm_url: Annotated[str | None, typer.Option(
+        "--dcgm-url", help="A dcgm-exporter /metrics endpoint, for an instant reading.")] = None,
+    window: Annotated[int, typer.Option(
+        "--telemetry-window", min=60, help="Telemetry look-back window in seconds.")] = 3600,
 ) -> None:
     """Scan live or exported state (or the demo estate) against the policies."""
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
     from engine.pipeline import build_engine, parse_instant
-    from engine.sources.snapshot import load_snapshot_resources
+    from engine.sources.registry import ScanOptions, collect_sources, write_snapshot
 
     sources = list(source or [])
     if demo:
@@ -181,39 +209,30 @@ def scan(
 
         sources.append(f"snapshot:{demo_snapshot_path()}")
     if not sources:
-        _fail("nothing to scan: give --demo or --source snapshot:FILE")
-    if enforce and sources != ["k8s"]:
-        _fail("--enforce: remediations can be applied with --source k8s only; run without it "
-              "for a dry-run plan of actions")
+        _fail("nothing to scan: give --demo or --source aws|gcp|azure|k8s|snapshot:FILE")
+    if enforce and all(spec.startswith("snapshot") for spec in sources):
+        _fail("--enforce acts on live state: give a live --source (aws, gcp, azure, k8s); "
+              "snapshots and the demo are always dry-run")
+    options = ScanOptions(
+        regions=tuple(region or ()), role_arns=tuple(role_arn or ()), profile=profile,
+        projects=tuple(project or ()), subscriptions=tuple(subscription or ()),
+        kubeconfig=kubeconfig, context=context, prometheus_url=prometheus_url,
+        prometheus_token=prometheus_token, prometheus_basic_auth=prometheus_basic_auth,
+        prometheus_ca=prometheus_ca, dcgm_url=dcgm_url, telemetry_window_s=window,
+    )
     instant = parse_instant(now)
     engine = build_engine(policies, prices)
-    resources: list[Resource] = []
-    k8s_client: object = None
-    for spec in sources:
-        kind, _, arg = spec.partition(":")
-        if kind == "k8s" and not arg:
-            from engine.sources.kubernetes_live import (
-                cluster_resources,
-                connect,
-                current_cluster_name,
-                list_cluster,
-            )
-
-            k8s_client = connect(kubeconfig=kubeconfig, context=context)
-            state = list_cluster(k8s_client, cluster=current_cluster_name(
-                kubeconfig=kubeconfig, context=context))
-            resources.extend(cluster_resources(state, engine.catalog))
-            continue
-        if kind != "snapshot" or not arg:
-            _fail(f"--source {spec!r}: live sources (aws, gcp, azure) are not available "
-                  "in this build; use snapshot:FILE or k8s")
-        resources.extend(load_snapshot_resources(Path(arg), engine.catalog))
-    report = engine.evaluate(resources, instant, show_passed=show_passed)
+    collected = collect_sources(sources, options, engine.catalog)
+    for warning in collected.warnings:
+        typer.echo(f"gpuwarden: warning: {warning}", err=True)
+    if save_snapshot is not None:
+        write_snapshot(collected, save_snapshot, instant.isoformat())
+    report = engine.evaluate(collected.resources, instant, show_passed=show_passed,
+                             mode="enforce" if enforce else "dry-run")
     if enforce:
-        from remediations.kubernetes_actions import apply_kubernetes_remediations
+        from remediations.enforce import enforce_report
 
-        report = apply_kubernetes_remediations(report, resources, k8s_client,
-                                               max_actions=max_actions, audit_log=audit_log)
+        report = enforce_report(report, collected, max_actions=max_actions, audit_log=audit_log)
     _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail)
 
 

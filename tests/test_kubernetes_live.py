@@ -453,10 +453,10 @@ def test_scan_k8s_in_business_hours_has_no_off_hours_findings(
     assert off_hours(json.loads(out)) == {}
 
 
-def test_enforce_needs_the_k8s_source(capsys: pytest.CaptureFixture[str],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_enforce_needs_a_live_source(capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     code, _, err = run_cli(["scan", "--demo", "--enforce"], capsys, monkeypatch)
-    assert code == 2 and "--source k8s" in err
+    assert code == 2 and "live --source" in err
 
 
 # ---------------------------------------------------------------------------- CLI: enforce

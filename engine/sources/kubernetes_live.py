@@ -22,6 +22,7 @@ from engine.sources.kubernetes import (
     workload_capacity,
     workload_resource,
 )
+from engine.sources.registry import Collected, ScanOptions
 
 DEFAULT_CHUNK = 500
 
@@ -241,3 +242,15 @@ def kubernetes_snapshot(state: ClusterState) -> dict[str, Any]:
     if state.cluster:
         section = {"cluster": state.cluster, **section}
     return section
+
+
+def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collected:
+    """`--source k8s`: the cluster of the kubeconfig context (or in-cluster)."""
+    api_client = connect(kubeconfig=options.kubeconfig, context=options.context)
+    cluster = current_cluster_name(kubeconfig=options.kubeconfig, context=options.context)
+    state = list_cluster(api_client, cluster=cluster)
+    return Collected(
+        resources=cluster_resources(state, catalog),
+        snapshot={"kubernetes": kubernetes_snapshot(state)},
+        clients={"kubernetes": api_client},
+    )

@@ -30,6 +30,7 @@ from engine.catalog import Catalog
 from engine.enrich import enrich
 from engine.errors import InputError
 from engine.model import Resource
+from engine.sources.registry import Collected, ScanOptions
 from engine.yamlsource import load_yaml_documents
 
 SectionReader = Callable[[Any, "SnapshotContext"], list[Resource]]
@@ -103,25 +104,19 @@ def _plans(value: Any, ctx: SnapshotContext) -> list[Resource]:
 
 @section("kubernetes")
 def _kubernetes(value: Any, ctx: SnapshotContext) -> list[Resource]:
-    from engine.sources.kubernetes import namespace_resource, workload_resource
+    from engine.sources.kubernetes_live import ClusterState, cluster_resources
 
     if not isinstance(value, Mapping) or not isinstance(value.get("objects", []), list):
         raise InputError("kubernetes must be a mapping with an 'objects' list", file=ctx.file)
-    objects = [obj for obj in value.get("objects", []) if isinstance(obj, Mapping)]
-    namespaces = dict(
-        namespace_resource(dict(obj)) for obj in objects if obj.get("kind") == "Namespace"
-    )
+    objects = [dict(obj) for obj in value.get("objects", []) if isinstance(obj, Mapping)]
     cluster = value.get("cluster")
-    found: list[Resource] = []
-    for obj in objects:
-        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
-        resource = workload_resource(
-            dict(obj), namespaces.get(namespace, {}), catalog=ctx.catalog,
-            cluster=str(cluster) if cluster else None,
-        )
-        if resource is not None:
-            found.append(resource)
-    return found
+    state = ClusterState(
+        cluster=str(cluster) if cluster else None,
+        namespaces=[obj for obj in objects if obj.get("kind") == "Namespace"],
+        nodes=[obj for obj in objects if obj.get("kind") == "Node"],
+        workloads=[obj for obj in objects if obj.get("kind") not in ("Namespace", "Node")],
+    )
+    return cluster_resources(state, ctx.catalog)
 
 
 @section("resources")
@@ -141,6 +136,17 @@ def _normalized(value: Any, ctx: SnapshotContext) -> list[Resource]:
 
 def load_snapshot_resources(path: Path, catalog: Catalog) -> list[Resource]:
     return snapshot_resources(read_snapshot(path), SnapshotContext(str(path), catalog))
+
+
+def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collected:
+    """`--source snapshot:FILE`."""
+    if not arg:
+        raise InputError("--source snapshot needs a file: snapshot:FILE")
+    path = Path(arg)
+    bundle = read_snapshot(path)
+    sections = {k: v for k, v in bundle.items() if k not in _HEADER_KEYS}
+    return Collected(resources=snapshot_resources(bundle, SnapshotContext(str(path), catalog)),
+                     snapshot=sections)
 
 
 def dump_snapshot(bundle: Mapping[str, Any]) -> bytes:
