@@ -223,6 +223,10 @@ def scan(
     instant = parse_instant(now)
     engine = build_engine(policies, prices)
     collected = collect_sources(sources, options, engine.catalog)
+    if options.wants_telemetry or "telemetry" in collected.snapshot:
+        from engine.telemetry import attach_telemetry
+
+        collected = attach_telemetry(collected, options, instant, engine.catalog)
     for warning in collected.warnings:
         typer.echo(f"gpuwarden: warning: {warning}", err=True)
     if save_snapshot is not None:

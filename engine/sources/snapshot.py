@@ -18,6 +18,7 @@ touching this module's callers.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from engine.yamlsource import load_yaml_documents
 
 SectionReader = Callable[[Any, "SnapshotContext"], list[Resource]]
 SECTIONS: dict[str, SectionReader] = {}
+# Sections whose reader lives with its adapter: "module:function", imported when present.
+LAZY_SECTIONS: dict[str, str] = {}
 _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
 
 
@@ -72,18 +75,27 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     if not isinstance(bundle, dict) or bundle.get("kind") != "Snapshot":
         raise InputError("not a gpuwarden snapshot (expected a mapping with kind: Snapshot)",
                          file=str(path))
-    unknown = set(bundle) - _HEADER_KEYS - set(SECTIONS)
+    unknown = set(bundle) - _HEADER_KEYS - set(SECTIONS) - set(LAZY_SECTIONS)
     if unknown:
-        raise InputError(f"unknown snapshot section {sorted(unknown)[0]!r} "
-                         f"(sections: {', '.join(sorted(SECTIONS))})", file=str(path))
+        known = ", ".join(sorted([*SECTIONS, *LAZY_SECTIONS]))
+        raise InputError(f"unknown snapshot section {sorted(unknown)[0]!r} (sections: {known})",
+                         file=str(path))
     return bundle
+
+
+def _reader(name: str) -> SectionReader:
+    if name in SECTIONS:
+        return SECTIONS[name]
+    module_name, _, function = LAZY_SECTIONS[name].partition(":")
+    reader: SectionReader = getattr(importlib.import_module(module_name), function)
+    return reader
 
 
 def snapshot_resources(bundle: Mapping[str, Any], ctx: SnapshotContext) -> list[Resource]:
     found: list[Resource] = []
-    for name, reader in SECTIONS.items():
+    for name in [*SECTIONS, *LAZY_SECTIONS]:
         if bundle.get(name) is not None:
-            found.extend(reader(bundle[name], ctx))
+            found.extend(_reader(name)(bundle[name], ctx))
     return found
 
 
