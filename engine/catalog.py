@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from engine.errors import InputError
 
@@ -60,6 +61,10 @@ class Catalog:
     spot_discounts: dict[str, float]
     source_note: str = "gpuwarden built-in catalog (engine/data/catalog, prices dated 2026)"
     overridden: set[str] = field(default_factory=set)
+    # Lookups by GPU model name scan the tables; estates repeat a few names, so remember them.
+    _by_model: dict[tuple[str, str | None, float | None], Any] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def instance(self, name: str | None) -> InstanceType | None:
         return self.instances.get(name) if name else None
@@ -71,6 +76,13 @@ class Catalog:
         return self.accelerators.get(name.rsplit("/", 1)[-1])
 
     def gpu_hourly(self, gpu_model: str | None) -> float | None:
+        key = ("hourly", gpu_model, None)
+        if key not in self._by_model:
+            self._by_model[key] = self._gpu_hourly(gpu_model)
+        result: float | None = self._by_model[key]
+        return result
+
+    def _gpu_hourly(self, gpu_model: str | None) -> float | None:
         """Cheapest on-demand $/GPU-hour for a GPU model across the catalog's instance types.
 
         Used to price Kubernetes workloads, which hold GPUs but no instance type. Matches catalog
@@ -95,6 +107,13 @@ class Catalog:
         return self.spot_discounts.get(cloud, 0.6)
 
     def mig_family(self, gpu_model: str | None, memory_gib: float | None = None) -> str | None:
+        key = ("mig", gpu_model, memory_gib)
+        if key not in self._by_model:
+            self._by_model[key] = self._mig_family(gpu_model, memory_gib)
+        result: str | None = self._by_model[key]
+        return result
+
+    def _mig_family(self, gpu_model: str | None, memory_gib: float | None) -> str | None:
         """The MIG profile table that applies to a GPU model name, or None if not MIG-capable.
 
         Accepts catalog names ("NVIDIA A100 80GB SXM") and node labels

@@ -7,7 +7,7 @@ adding a check never means editing a central switch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field
@@ -116,6 +116,7 @@ class OffHours(Check):
         super().__init__(args, params)
         self.default = offhours.parse_schedule(str(_param(params, args.default_param, None)))
         self.tag = str(_param(params, args.tag_param, None))
+        self._transitions: dict[tuple[str, datetime], list[tuple[datetime, str]]] = {}
 
     def schedule_for(self, resource: Resource) -> offhours.Schedule | None:
         text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
@@ -130,12 +131,23 @@ class OffHours(Check):
         schedule = self.schedule_for(resource)
         return None if schedule is None else schedule.is_off(ctx.now)
 
+    def _upcoming(self, schedule: offhours.Schedule, now: datetime) -> list[tuple[datetime, str]]:
+        """Next "on" transitions; most resources share a schedule, so remember per instant."""
+        key = (schedule.text, now)
+        if key not in self._transitions:
+            if len(self._transitions) > 1024:
+                self._transitions.clear()
+            self._transitions[key] = [
+                t for t in schedule.next_transitions(now, 2) if t[1] == "on"
+            ]
+        return self._transitions[key]
+
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         schedule = self.schedule_for(resource)
         if schedule is None:
             text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
             return {"schedule_error": f"its {self.tag} tag {text!r} is not a valid schedule"}
-        upcoming = [t for t in schedule.next_transitions(ctx.now, 2) if t[1] == "on"]
+        upcoming = self._upcoming(schedule, ctx.now)
         return {
             "schedule": schedule.text,
             "off_fraction": schedule.off_fraction(),

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from engine.catalog import Catalog
 from engine.model import Resource
-from engine.tristate import Tri, all_of, any_of, negate
+from engine.tristate import Tri, negate
 from engine.yamlsource import line_of
 
 
@@ -288,7 +288,14 @@ class AllCondition(Condition):
         self.items = tuple(items)
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        return all_of(item.test(resource, ctx) for item in self.items)
+        unknown = False
+        for item in self.items:
+            value = item.test(resource, ctx)
+            if value is False:
+                return False
+            if value is None:
+                unknown = True
+        return None if unknown else True
 
     def children(self) -> tuple[Condition, ...]:
         return self.items
@@ -296,7 +303,14 @@ class AllCondition(Condition):
 
 class AnyCondition(AllCondition):
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        return any_of(item.test(resource, ctx) for item in self.items)
+        unknown = False
+        for item in self.items:
+            value = item.test(resource, ctx)
+            if value is True:
+                return True
+            if value is None:
+                unknown = True
+        return None if unknown else False
 
 
 class NotCondition(Condition):

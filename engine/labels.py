@@ -26,14 +26,27 @@ def _environment(labels: Mapping[str, str]) -> str | None:
     return None
 
 
+_last_production: tuple[Resource | None, Tri] = (None, None)
+
+
 def is_production(resource: Resource) -> Tri:
-    """Production by the resource's own env tag; on Kubernetes, else by its namespace's labels."""
+    """Production by the resource's own env tag; on Kubernetes, else by its namespace's labels.
+
+    Several policies ask this of the same resource in a row: the last answer is kept.
+    """
+    global _last_production
+    last, answer = _last_production
+    if last is resource:
+        return answer
     if resource.is_unknown("tags"):
-        return None
-    environment = _environment(resource.tags)
-    if environment is None:
-        environment = _environment(resource.namespace_labels)
-    return environment in PRODUCTION_VALUES
+        answer = None
+    else:
+        environment = _environment(resource.tags)
+        if environment is None:
+            environment = _environment(resource.namespace_labels)
+        answer = environment in PRODUCTION_VALUES
+    _last_production = (resource, answer)
+    return answer
 
 
 def exempt_policies(resource: Resource) -> frozenset[str]:
@@ -55,5 +68,5 @@ def is_exempt(resource: Resource, policy_id: str) -> bool:
 
 
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
-    present = {normalize_key(key) for key, value in tags.items() if str(value).strip()}
+    present = {key.lower().replace("_", "-") for key, value in tags.items() if str(value).strip()}
     return [key for key in required if normalize_key(key) not in present]

@@ -1629,3 +1629,8 @@ def test_location_for_relative_directory(tf_dir: Path, monkeypatch: pytest.Monke
 def test_locate_resources_needs_a_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a directory"):
         locate_resources(tmp_path / "missing")
+
+
+def test_plan_from_yaml_with_non_string_tag_keys() -> None:
+    resource = only(change("aws_instance.gpu", {"instance_type": "p3.2xlarge", "tags": {1: 2.5}}))
+    assert resource.tags == {"1": "2.5"}
