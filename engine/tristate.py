@@ -1,30 +1,11 @@
-"""Three-valued (Kleene) logic: True, False, or None for "not known yet"."""
+"""Three-valued (Kleene) logic: True, False, or None for "not known yet".
+
+`all`/`any` over conditions are evaluated inline in `engine.conditions` (a hot path).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 Tri = bool | None
-
-
-def all_of(values: Iterable[Tri]) -> Tri:
-    unknown = False
-    for value in values:
-        if value is False:
-            return False
-        if value is None:
-            unknown = True
-    return None if unknown else True
-
-
-def any_of(values: Iterable[Tri]) -> Tri:
-    unknown = False
-    for value in values:
-        if value is True:
-            return True
-        if value is None:
-            unknown = True
-    return None if unknown else False
 
 
 def negate(value: Tri) -> Tri:
