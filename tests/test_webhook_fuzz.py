@@ -1,0 +1,180 @@
+"""Fuzz /validate and /mutate (in-process ASGI, hypothesis) with malformed bodies and mutated
+reviews: never a 5xx or an exception; a 200 is always a well-formed AdmissionReview for the
+request's uid, and a patch always applies to the object it was computed for."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.evaluate import Engine
+from engine.policy import load_policies
+from engine.webhook.app import create_app
+from engine.webhook.caches import ClusterCache, StaticLister
+from tests.conftest import OFF_HOURS
+from tests.test_webhook import (
+    A100,
+    NAMESPACES,
+    NODES,
+    SPOT,
+    TAGS,
+    Clock,
+    InProcessClient,
+    gpu_workload,
+    reference_objects,
+    reference_reviews,
+    review,
+)
+
+FUZZ = settings(max_examples=250, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[InProcessClient]:
+    caches = ClusterCache(StaticLister(NAMESPACES, NODES))
+    caches.refresh()
+    app = create_app(Engine(load_policies(["builtin"])), caches=caches, clock=Clock(OFF_HOURS))
+    with InProcessClient(app) as in_process:
+        yield in_process
+
+
+def seed_reviews() -> list[dict[str, Any]]:
+    seeds = list(reference_reviews().values())
+    seeds += [review(obj) for obj in reference_objects()]
+    seeds += [
+        review(gpu_workload(kind, labels=TAGS, selector={"nvidia.com/gpu.product": A100},
+                            annotations={"gpuwarden.io/gpu-memory": "8Gi"}))
+        for kind in ("Pod", "Deployment", "Job", "CronJob")
+    ]
+    seeds.append(review(gpu_workload(selector=SPOT), operation="UPDATE",
+                        old=gpu_workload()))
+    return seeds
+
+
+SEEDS = seed_reviews()
+
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.sampled_from(["1", "0", "-1", "1e3", "500m", "nvidia.com/gpu", "CREATE", "UPDATE",
+                     "Pod", "spot", "NVIDIA-A100-SXM4-80GB", "8Gi", "", "\x00", "é" * 3]),
+)
+json_values = st.recursive(
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from paths(item, (*prefix, index))
+
+
+def mutate(document: Any, path: tuple[Any, ...], action: str, value: Any) -> Any:
+    """The document with the node at `path` replaced, deleted, or given a new member."""
+    if not path:
+        return value if action != "add" else document
+    parent = document
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if action == "delete":
+        del parent[last]
+    elif action == "add" and isinstance(parent[last], dict):
+        parent[last]["fuzz"] = value
+    elif action == "add" and isinstance(parent[last], list):
+        parent[last].append(value)
+    else:
+        parent[last] = value
+    return document
+
+
+@st.composite
+def mutated_reviews(draw: st.DrawFn) -> dict[str, Any]:
+    document = copy.deepcopy(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 3))):
+        candidates = list(paths(document))
+        path = draw(st.sampled_from(candidates))
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "delete" and not path:
+            action = "replace"
+        document = mutate(document, path, action, draw(json_values))
+    return document  # type: ignore[no-any-return]
+
+
+def check_answer(client: InProcessClient, endpoint: str, body: bytes) -> None:
+    reply = client.post(f"/{endpoint}", body)
+    assert reply.status_code in (200, 400), reply.text
+    answer = reply.json()
+    if reply.status_code == 400:
+        assert answer["kind"] == "Status" and answer["message"].startswith("gpuwarden: ")
+        assert "internal error" not in answer["message"]
+        return
+    sent = json.loads(body)
+    response = answer["response"]
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert response["uid"] == sent["request"]["uid"]
+    assert isinstance(response["allowed"], bool)
+    if not response["allowed"]:
+        assert response["status"]["code"] in (400, 403) and response["status"]["message"]
+    assert response.get("auditAnnotations", {}).get("evaluation") != "error"
+    assert all(len(w) <= 120 for w in response.get("warnings", []))
+    assert all(isinstance(v, str) for v in response.get("auditAnnotations", {}).values())
+    if "patch" in response:
+        assert endpoint == "mutate"
+        patch = json.loads(base64.b64decode(response["patch"]))
+        jsonpatch.apply_patch(sent["request"]["object"], patch)  # raises if it does not apply
+
+
+def encode(document: Any) -> bytes:
+    return json.dumps(document, allow_nan=False).encode()
+
+
+@FUZZ
+@given(document=mutated_reviews(), endpoint=st.sampled_from(["validate", "mutate"]))
+def test_mutated_reviews_never_break_the_webhook(
+    client: InProcessClient, document: Any, endpoint: str
+) -> None:
+    check_answer(client, endpoint, encode(document))
+
+
+@FUZZ
+@given(document=json_values, endpoint=st.sampled_from(["validate", "mutate"]))
+def test_arbitrary_json_gets_400_or_a_review(
+    client: InProcessClient, document: Any, endpoint: str
+) -> None:
+    check_answer(client, endpoint, encode(document))
+
+
+@FUZZ
+@given(body=st.binary(max_size=512))
+def test_arbitrary_bytes_get_400_or_a_review(client: InProcessClient, body: bytes) -> None:
+    reply = client.post("/validate", body)
+    assert reply.status_code in (200, 400)
+
+
+@FUZZ
+@given(data=st.data())
+def test_truncated_reviews_get_400(client: InProcessClient, data: st.DataObject) -> None:
+    body = encode(data.draw(st.sampled_from(SEEDS)))
+    cut = data.draw(st.integers(0, len(body) - 1))
+    reply = client.post("/validate", body[:cut])
+    assert reply.status_code == 400
+    assert "not JSON" in reply.json()["message"] or cut == 0
