@@ -6,7 +6,6 @@ import io
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -1506,7 +1505,8 @@ def test_azure_fixture_plan() -> None:
     assert found["azurerm_managed_disk.datasets"].customer_key is False
 
 
-def test_a_plan_with_5000_changes_is_read_and_normalized_quickly(tmp_path: Path) -> None:
+def test_a_plan_with_5000_changes_is_read_and_normalized(tmp_path: Path) -> None:
+    """Size, not speed: timing lives in bench/bench_check_plan.py."""
     base = json.loads((FIXTURES / "aws-gpu-plan.json").read_text())
     changes = []
     while len(changes) < 5000:
@@ -1520,11 +1520,11 @@ def test_a_plan_with_5000_changes_is_read_and_normalized_quickly(tmp_path: Path)
     big = {**base, "resource_changes": changes[:5000]}
     path = write(tmp_path, json.dumps(big).encode())
     assert Path(path).stat().st_size > 15_000_000
-    started = time.perf_counter()
     resources = plan_resources(read_plan(path), path)
-    elapsed = time.perf_counter() - started
     assert len(resources) > 5000
-    assert elapsed < 3.0, f"{elapsed:.2f}s"  # ~0.5 s on a laptop; generous for shared CI
+    ids = {r.id for r in resources}
+    assert "module.m0.module.train.aws_instance.gpu[0]" in ids
+    assert "module.m0.aws_instance.retired" not in ids  # deletes stay skipped at scale
 
 
 # --------------------------------------------------------------------------------------------
