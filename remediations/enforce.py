@@ -18,6 +18,9 @@ from engine.sources.registry import Collected
 EXECUTORS: dict[str, tuple[str, str, str]] = {
     "kubernetes": ("remediations.kubernetes_actions", "apply_kubernetes_remediations",
                    "kubernetes"),
+    "aws": ("remediations.aws_actions", "apply_aws_remediations", "aws"),
+    "gcp": ("remediations.gcp_actions", "apply_gcp_remediations", "gcp"),
+    "azure": ("remediations.azure_actions", "apply_azure_remediations", "azure"),
 }
 
 

@@ -37,7 +37,12 @@ from engine.yamlsource import load_yaml_documents
 SectionReader = Callable[[Any, "SnapshotContext"], list[Resource]]
 SECTIONS: dict[str, SectionReader] = {}
 # Sections whose reader lives with its adapter: "module:function", imported when present.
-LAZY_SECTIONS: dict[str, str] = {}
+LAZY_SECTIONS: dict[str, str] = {
+    "aws": "engine.sources.aws:read_snapshot_section",
+    "gcp": "engine.sources.gcp:read_snapshot_section",
+    "azure": "engine.sources.azure:read_snapshot_section",
+    "telemetry": "engine.telemetry.snapshot:read_section",
+}
 _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
 
 

@@ -1,0 +1,312 @@
+"""Enforce mode on AWS: apply planned `stop` and `mark-violation` remediations.
+
+`stop`, per kind of resource:
+
+- EC2 instance: `StopInstances`; skipped when already stopping/stopped (or terminated). When one
+  of its EBS volumes carries `gpuwarden:snapshot-before-stop=true`, `CreateSnapshot` of that
+  volume comes first, and the instance is not stopped if the snapshot cannot be started.
+- Autoscaling group: the size is recorded in the group tag `gpuwarden:previous-size`
+  ("min,max,desired"), then `UpdateAutoScalingGroup` MinSize=0 DesiredCapacity=0.
+- EKS node group: the same tag on the node group, then `UpdateNodegroupConfig` with minSize 0
+  and desiredSize 0 (maxSize is kept: EKS requires at least 1).
+- SageMaker notebook instance: `StopNotebookInstance`.
+
+`mark-violation` tags the resource `gpuwarden:violation=<policy>@<YYYY-MM-DD>` (Cloud
+Custodian's mark-for-op idea); marks of several policies are kept comma-separated, and a policy
+already marked is left alone, so the date is that of the first mark.
+
+Each check reads the resource fresh (Describe/List/Get) before anything is changed; the runner
+(`remediations.runner`) supplies the blast radius, audit log and failure handling. Spot,
+encryption and tags cannot be fixed in place: those findings carry advice, not actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.model import Finding, Report, Resource
+from engine.sources.aws import AwsClients
+from remediations.runner import Change, Check, Clock, NoChange, run_enforcement, utc_now
+
+PREVIOUS_SIZE_TAG = "gpuwarden:previous-size"
+VIOLATION_TAG = "gpuwarden:violation"
+SNAPSHOT_TAG = "gpuwarden:snapshot-before-stop"
+
+
+def apply_aws_remediations(
+    report: Report,
+    resources: list[Resource],
+    clients: AwsClients,
+    *,
+    max_actions: int,
+    audit_log: Path,
+    actor: str | None = None,
+    clock: Clock = utc_now,
+) -> Report:
+    """The report with each planned AWS action applied (or skipped/failed), mode enforce."""
+    actions = AwsActions(clients, clock)
+    checks: dict[str, Check] = {"stop": actions.stop, "mark-violation": actions.mark}
+    return run_enforcement(report, resources, provider="aws", checks=checks,
+                           max_actions=max_actions, audit_log=audit_log, actor=actor,
+                           clock=clock)
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return str(((response or {}).get("Error") or {}).get("Code") or "")
+
+
+def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
+    return {"min": minimum, "max": maximum, "desired": desired}
+
+
+def _size_tag(size: dict[str, int]) -> str:
+    return f"{size['min']},{size['max']},{size['desired']}"
+
+
+class AwsActions:
+    """The checks for each action; each reads fresh state and returns what to do."""
+
+    def __init__(self, clients: AwsClients, clock: Clock) -> None:
+        self.clients = clients
+        self.clock = clock
+
+    def _client(self, service: str, resource: Resource) -> Any:
+        return self.clients.client(service, resource.region, resource.account)
+
+    # stop ----------------------------------------------------------------------------------
+
+    def stop(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        stoppers: dict[str, Callable[[Finding, Resource], Change | NoChange]] = {
+            "aws_instance": self._stop_instance,
+            "aws_autoscaling_group": self._scale_group,
+            "aws_eks_node_group": self._scale_node_group,
+            "aws_sagemaker_notebook_instance": self._stop_notebook,
+        }
+        stopper = stoppers.get(resource.kind)
+        if stopper is None:
+            return NoChange(f"no stop action for a {resource.kind}")
+        return stopper(finding, resource)
+
+    def _stop_instance(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        ec2 = self._client("ec2", resource)
+        try:
+            reservations = ec2.describe_instances(InstanceIds=[resource.id])["Reservations"]
+        except Exception as exc:
+            if _error_code(exc) == "InvalidInstanceID.NotFound":
+                return NoChange(f"{resource.id} no longer exists")
+            raise
+        instances = [i for r in reservations for i in r.get("Instances") or []]
+        if not instances:
+            return NoChange(f"{resource.id} no longer exists")
+        instance = instances[0]
+        state = instance["State"]["Name"]
+        before = {"state": state, "instance_type": instance.get("InstanceType")}
+        if state in ("stopping", "stopped", "shutting-down", "terminated"):
+            return NoChange(f"{resource.id} is already {state}", before)
+        volumes = self._volumes_to_snapshot(ec2, resource.id)
+        request: dict[str, Any] = {"StopInstances": {"InstanceIds": [resource.id]}}
+        if volumes:
+            request["CreateSnapshot"] = [{"VolumeId": v} for v in volumes]
+
+        def apply() -> dict[str, Any]:
+            snapshots = [self._snapshot(ec2, volume, resource.id, finding.policy)
+                         for volume in volumes]
+            stopping = ec2.stop_instances(InstanceIds=[resource.id])["StoppingInstances"]
+            after: dict[str, Any] = {"state": stopping[0]["CurrentState"]["Name"]}
+            if snapshots:
+                after["snapshots"] = snapshots
+            return after
+
+        saved = f"; snapshots of {', '.join(volumes)} started" if volumes else ""
+        return Change(before, request, apply,
+                      f"stopped {resource.id} ({before['instance_type']}, was {state}){saved}")
+
+    @staticmethod
+    def _volumes_to_snapshot(ec2: Any, instance_id: str) -> list[str]:
+        paginator = ec2.get_paginator("describe_volumes")
+        pages = paginator.paginate(Filters=[{"Name": "attachment.instance-id",
+                                             "Values": [instance_id]}])
+        return [volume["VolumeId"] for page in pages for volume in page.get("Volumes") or []
+                if any(t.get("Key") == SNAPSHOT_TAG and str(t.get("Value")).lower() == "true"
+                       for t in volume.get("Tags") or [])]
+
+    @staticmethod
+    def _snapshot(ec2: Any, volume_id: str, instance_id: str, policy: str) -> str:
+        response = ec2.create_snapshot(
+            VolumeId=volume_id,
+            Description=f"gpuwarden: {volume_id} of {instance_id} before stop ({policy})",
+            TagSpecifications=[{"ResourceType": "snapshot", "Tags": [
+                {"Key": "gpuwarden:snapshot-of", "Value": instance_id}]}],
+        )
+        return str(response["SnapshotId"])
+
+    def _scale_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        autoscaling = self._client("autoscaling", resource)
+        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
+        groups = autoscaling.describe_auto_scaling_groups(
+            AutoScalingGroupNames=[name])["AutoScalingGroups"]
+        if not groups:
+            return NoChange(f"autoscaling group {name} no longer exists")
+        group = groups[0]
+        before = _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
+        if before["min"] == 0 and before["desired"] == 0:
+            return NoChange(f"autoscaling group {name} is already at zero", before)
+        tag = {"ResourceId": name, "ResourceType": "auto-scaling-group",
+               "Key": PREVIOUS_SIZE_TAG, "Value": _size_tag(before), "PropagateAtLaunch": False}
+        update = {"AutoScalingGroupName": name, "MinSize": 0, "DesiredCapacity": 0}
+
+        def apply() -> dict[str, Any]:
+            autoscaling.create_or_update_tags(Tags=[tag])  # the way back, before the change
+            autoscaling.update_auto_scaling_group(**update)
+            now = autoscaling.describe_auto_scaling_groups(
+                AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
+            return _size(now["MinSize"], now["MaxSize"], now["DesiredCapacity"])
+
+        return Change(before, {"CreateOrUpdateTags": [tag], "UpdateAutoScalingGroup": update},
+                      apply, f"scaled autoscaling group {name} to zero (was {_size_tag(before)}"
+                      f" min,max,desired; kept in tag {PREVIOUS_SIZE_TAG})")
+
+    def _scale_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        eks = self._client("eks", resource)
+        cluster = str(resource.raw.get("clusterName") or resource.cluster)
+        name = str(resource.raw.get("nodegroupName") or resource.name)
+        group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+        scaling = group.get("scalingConfig") or {}
+        before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
+                       scaling.get("desiredSize", 0))
+        if before["min"] == 0 and before["desired"] == 0:
+            return NoChange(f"node group {cluster}/{name} is already at zero", before)
+        tags = {PREVIOUS_SIZE_TAG: _size_tag(before)}
+        maximum = max(1, before["max"])
+        update = {"clusterName": cluster, "nodegroupName": name,
+                  "scalingConfig": {"minSize": 0, "maxSize": maximum, "desiredSize": 0}}
+
+        def apply() -> dict[str, Any]:
+            eks.tag_resource(resourceArn=group["nodegroupArn"], tags=tags)
+            response = eks.update_nodegroup_config(**update)
+            return {**_size(0, maximum, 0), "update_id": (response.get("update") or {}).get("id")}
+
+        return Change(before, {"TagResource": tags, "UpdateNodegroupConfig": update}, apply,
+                      f"scaled node group {cluster}/{name} to zero (was {_size_tag(before)} "
+                      f"min,max,desired; kept in tag {PREVIOUS_SIZE_TAG})")
+
+    def _stop_notebook(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        sagemaker = self._client("sagemaker", resource)
+        name = str(resource.raw.get("NotebookInstanceName") or resource.name)
+        status = sagemaker.describe_notebook_instance(
+            NotebookInstanceName=name)["NotebookInstanceStatus"]
+        before = {"status": status}
+        if status in ("Stopping", "Stopped", "Deleting", "Failed"):
+            return NoChange(f"notebook instance {name} is already {status.lower()}", before)
+
+        def apply() -> dict[str, Any]:
+            sagemaker.stop_notebook_instance(NotebookInstanceName=name)
+            return {"status": sagemaker.describe_notebook_instance(
+                NotebookInstanceName=name)["NotebookInstanceStatus"]}
+
+        return Change(before, {"StopNotebookInstance": {"NotebookInstanceName": name}}, apply,
+                      f"stopped notebook instance {name} (was {status})")
+
+    # mark-violation --------------------------------------------------------------------------
+
+    def mark(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        taggers = self._taggers(resource)
+        if taggers is None:
+            return NoChange(f"no tagging action for a {resource.kind}")
+        read, write = taggers
+        current = read()
+        marks = [m for m in (current or "").split(",") if m]
+        before = {VIOLATION_TAG: current}
+        if any(m.split("@", 1)[0] == finding.policy for m in marks):
+            return NoChange(f"{resource.id} is already marked for {finding.policy}", before)
+        value = ",".join([*marks, f"{finding.policy}@{self.clock().date().isoformat()}"])
+
+        def apply() -> dict[str, Any]:
+            write(value)
+            return {VIOLATION_TAG: read()}
+
+        return Change(before, {"Tag": {VIOLATION_TAG: value}}, apply,
+                      f"tagged {resource.id} {VIOLATION_TAG}={value}")
+
+    def _taggers(self, resource: Resource
+                 ) -> tuple[Callable[[], str | None], Callable[[str], None]] | None:
+        """(read the violation tag, write it) for the resource's kind."""
+        if resource.kind in ("aws_instance", "aws_ebs_volume", "aws_launch_template"):
+            return self._ec2_taggers(resource)
+        if resource.kind == "aws_autoscaling_group":
+            return self._group_taggers(resource)
+        if resource.kind == "aws_eks_node_group":
+            return self._node_group_taggers(resource)
+        arn_keys = {"aws_sagemaker_training_job": "TrainingJobArn",
+                    "aws_sagemaker_notebook_instance": "NotebookInstanceArn",
+                    "aws_sagemaker_endpoint": "EndpointArn"}
+        if resource.kind in arn_keys and resource.raw.get(arn_keys[resource.kind]):
+            return self._sagemaker_taggers(resource, str(resource.raw[arn_keys[resource.kind]]))
+        return None
+
+    def _ec2_taggers(self, resource: Resource
+                     ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        ec2 = self._client("ec2", resource)
+        filters = [{"Name": "resource-id", "Values": [resource.id]},
+                   {"Name": "key", "Values": [VIOLATION_TAG]}]
+
+        def read() -> str | None:
+            tags = ec2.describe_tags(Filters=filters).get("Tags") or []
+            return str(tags[0]["Value"]) if tags else None
+
+        def write(value: str) -> None:
+            ec2.create_tags(Resources=[resource.id], Tags=[{"Key": VIOLATION_TAG,
+                                                             "Value": value}])
+
+        return read, write
+
+    def _group_taggers(self, resource: Resource
+                       ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        autoscaling = self._client("autoscaling", resource)
+        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
+
+        def read() -> str | None:
+            groups = autoscaling.describe_auto_scaling_groups(
+                AutoScalingGroupNames=[name])["AutoScalingGroups"]
+            tags = groups[0].get("Tags") or [] if groups else []
+            return next((str(t["Value"]) for t in tags if t.get("Key") == VIOLATION_TAG), None)
+
+        def write(value: str) -> None:
+            autoscaling.create_or_update_tags(Tags=[{
+                "ResourceId": name, "ResourceType": "auto-scaling-group", "Key": VIOLATION_TAG,
+                "Value": value, "PropagateAtLaunch": False}])
+
+        return read, write
+
+    def _node_group_taggers(self, resource: Resource
+                            ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        eks = self._client("eks", resource)
+        cluster = str(resource.raw.get("clusterName") or resource.cluster)
+        name = str(resource.raw.get("nodegroupName") or resource.name)
+
+        def read() -> str | None:
+            group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+            value = (group.get("tags") or {}).get(VIOLATION_TAG)
+            return str(value) if value is not None else None
+
+        def write(value: str) -> None:
+            arn = str(resource.raw.get("nodegroupArn") or resource.id)
+            eks.tag_resource(resourceArn=arn, tags={VIOLATION_TAG: value})
+
+        return read, write
+
+    def _sagemaker_taggers(self, resource: Resource, arn: str
+                           ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+        sagemaker = self._client("sagemaker", resource)
+
+        def read() -> str | None:
+            tags = sagemaker.list_tags(ResourceArn=arn).get("Tags") or []
+            return next((str(t["Value"]) for t in tags if t.get("Key") == VIOLATION_TAG), None)
+
+        def write(value: str) -> None:
+            sagemaker.add_tags(ResourceArn=arn, Tags=[{"Key": VIOLATION_TAG, "Value": value}])
+
+        return read, write

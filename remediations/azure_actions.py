@@ -1,0 +1,152 @@
+"""Enforce mode on Azure: deallocate VMs, mark violations with a tag.
+
+- `stop`: `virtualMachines.deallocate` (a VM stopped from inside the OS keeps its hardware and
+  its bill; only deallocation stops the charge). A VM already deallocated or deallocating is
+  skipped, and so is one that no longer exists (idempotent). The request returns once Azure
+  accepts it (no waiting on the long-running operation); the audit log records the power state
+  read back afterwards.
+- `mark-violation`: tag `gpuwarden:violation` = `<policy>@<yyyy-mm-dd>`, merged into the
+  resource's tags through the Tags API (`Microsoft.Resources/tags`, operation Merge), so other
+  tags are never rewritten and the Tag Contributor role is enough. Marks of several policies are
+  kept comma-separated, and a policy already marked is left alone, so the date is that of the
+  first mark. VMs and managed disks can be marked.
+
+Each check reads the resource fresh before anything is changed; the runner
+(`remediations.runner`) supplies the blast radius, audit log and failure handling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.model import Finding, Report, Resource
+from engine.sources.azure import (
+    DISK_KIND,
+    LINUX_VM_KIND,
+    WINDOWS_VM_KIND,
+    ArmId,
+    AzureClients,
+    describe_error,
+    parse_arm_id,
+    plain,
+    power_state,
+)
+from remediations.runner import Change, Check, Clock, NoChange, run_enforcement, utc_now
+
+STOP_ACTION = "stop"
+MARK_ACTION = "mark-violation"
+VIOLATION_TAG = "gpuwarden:violation"
+VM_KINDS = frozenset({LINUX_VM_KIND, WINDOWS_VM_KIND})
+MARKABLE_KINDS = VM_KINDS | {DISK_KIND}
+ALREADY_DEALLOCATED = frozenset({"deallocated", "deallocating"})
+
+
+class ActionError(Exception):
+    """A failed API call, worded like the source's warnings (one line)."""
+
+
+def apply_azure_remediations(
+    report: Report,
+    resources: list[Resource],
+    clients: AzureClients,
+    *,
+    max_actions: int,
+    audit_log: Path,
+    actor: str | None = None,
+    clock: Clock = utc_now,
+) -> Report:
+    """The report with each planned Azure action applied (or skipped/failed), mode enforce."""
+    actions = AzureActions(clients, clock)
+    checks: dict[str, Check] = {STOP_ACTION: actions.stop, MARK_ACTION: actions.mark}
+    return run_enforcement(report, resources, provider="azure", checks=checks,
+                           max_actions=max_actions, audit_log=audit_log, actor=actor,
+                           clock=clock)
+
+
+def _call(call: Callable[[], Any]) -> Any:
+    """Make an API call; None when the resource is gone (404), ActionError on other failures."""
+    from azure.core.exceptions import ResourceNotFoundError
+
+    try:
+        return call()
+    except ResourceNotFoundError:
+        return None
+    except Exception as exc:
+        raise ActionError(describe_error(exc)[0]) from exc
+
+
+class AzureActions:
+    """The checks for each action; each reads fresh state and returns what to do."""
+
+    def __init__(self, clients: AzureClients, clock: Clock) -> None:
+        self.clients = clients
+        self.clock = clock
+
+    # stop ----------------------------------------------------------------------------------
+
+    def _power(self, ref: ArmId) -> tuple[bool, str | None]:
+        """(whether the VM exists, its power state)."""
+        machines = self.clients.compute(ref.subscription).virtual_machines
+        view = _call(lambda: machines.instance_view(ref.resource_group, ref.name))
+        if view is None:
+            return False, None
+        return True, power_state({"properties": {"instanceView": plain(view)}})
+
+    def stop(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        ref = parse_arm_id(resource.id) if resource.kind in VM_KINDS else None
+        if ref is None:
+            return NoChange(f"no stop action for a {resource.kind}")
+        exists, power = self._power(ref)
+        if not exists:
+            return NoChange(f"{resource.id} no longer exists")
+        before = {"power_state": power}
+        if power in ALREADY_DEALLOCATED:
+            return NoChange(f"{resource.id} is already {power}", before)
+        machines = self.clients.compute(ref.subscription).virtual_machines
+
+        def apply() -> dict[str, Any]:
+            if _call(lambda: machines.begin_deallocate(ref.resource_group, ref.name,
+                                                       polling=False)) is None:
+                raise ActionError(f"{resource.id} no longer exists")
+            try:
+                return {"power_state": self._power(ref)[1]}
+            except ActionError:
+                return {"power_state": None}  # accepted; the read-back is only for the record
+
+        request = {"virtualMachines.deallocate": {"subscription": ref.subscription,
+                                                  "resourceGroup": ref.resource_group,
+                                                  "vmName": ref.name}}
+        return Change(before, request, apply,
+                      f"deallocated {resource.id} (was {power or 'in an unknown power state'})")
+
+    # mark-violation --------------------------------------------------------------------------
+
+    def mark(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        ref = parse_arm_id(resource.id) if resource.kind in MARKABLE_KINDS else None
+        if ref is None:
+            return NoChange(f"no tagging action for a {resource.kind}")
+        tags_api = self.clients.resources(ref.subscription).tags
+        found = _call(lambda: tags_api.get_at_scope(resource.id))
+        if found is None:
+            return NoChange(f"{resource.id} no longer exists")
+        current = ((plain(found).get("properties") or {}).get("tags") or {}).get(VIOLATION_TAG)
+        marks = [m for m in str(current or "").split(",") if m]
+        before = {VIOLATION_TAG: current}
+        if any(m.split("@", 1)[0] == finding.policy for m in marks):
+            return NoChange(f"{resource.id} is already marked for {finding.policy}", before)
+        value = ",".join([*marks, f"{finding.policy}@{self.clock().date().isoformat()}"])
+        body = {"operation": "Merge", "properties": {"tags": {VIOLATION_TAG: value}}}
+
+        def apply() -> dict[str, Any]:
+            poller = _call(lambda: tags_api.begin_update_at_scope(resource.id, body,
+                                                                  polling=False))
+            if poller is None:
+                raise ActionError(f"{resource.id} no longer exists")
+            merged = plain(poller.result())
+            return {VIOLATION_TAG: ((merged.get("properties") or {}).get("tags") or {}).get(
+                VIOLATION_TAG)}
+
+        return Change(before, {"tags.updateAtScope": {"scope": resource.id, **body}}, apply,
+                      f"tagged {resource.id} {VIOLATION_TAG}={value}")
