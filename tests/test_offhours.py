@@ -592,8 +592,11 @@ def test_is_off_agrees_with_a_walk_back_over_eight_days(text: str, at: datetime)
 def test_state_after_each_transition_is_that_transition(text: str, at: datetime) -> None:
     schedule = parse_schedule(text)
     transitions = schedule.next_transitions(at, count=4)
-    previous_instant, previous_off = at, schedule.is_off(at)
-    for when, state in transitions:
+    previous_instant, previous_off = at.astimezone(UTC), schedule.is_off(at)
+    for local_when, state in transitions:
+        # Arithmetic on aware datetimes is wall-clock arithmetic in their zone (and lands on
+        # non-existent times across DST): step in UTC.
+        when = local_when.astimezone(UTC)
         assert when > previous_instant
         assert state in ("on", "off")
         assert schedule.is_off(when) is (state == "off")
