@@ -53,6 +53,16 @@ class MigProfile:
     resource_name: str  # "nvidia.com/mig-1g.10gb"
 
 
+@dataclass(frozen=True, slots=True)
+class Successor:
+    """The newer instance type gpuwarden suggests for a legacy GPU generation, and why."""
+
+    legacy_type: str
+    newer_type: str
+    reason: str
+    source: str
+
+
 @dataclass
 class Catalog:
     instances: dict[str, InstanceType]
@@ -135,6 +145,35 @@ class Catalog:
             return min(candidates, key=lambda f: abs(_family_memory(f) - memory))
         return None
 
+    def smaller_sibling(self, instance_type: str | None) -> InstanceType | None:
+        """The same cloud's type with the same GPU chip and count but less memory per GPU
+        (p4de.24xlarge → p4d.24xlarge); the largest such memory, then the cheapest. None when the
+        type is unknown or has no sibling."""
+        key = ("sibling", instance_type, None)
+        if key not in self._by_model:
+            self._by_model[key] = self._smaller_sibling(instance_type)
+        result: InstanceType | None = self._by_model[key]
+        return result
+
+    def _smaller_sibling(self, instance_type: str | None) -> InstanceType | None:
+        current = self.instance(instance_type)
+        if current is None:
+            return None
+        chip = _model_key(current.gpu_model)[0]
+        siblings = [
+            spec for spec in self.instances.values()
+            if spec.cloud == current.cloud
+            and spec.gpu_count == current.gpu_count
+            and spec.gpu_memory_gib < current.gpu_memory_gib
+            and _model_key(spec.gpu_model)[0] == chip
+        ]
+        return min(siblings, default=None, key=lambda s: (
+            -s.gpu_memory_gib, s.on_demand_usd_hr is None, s.on_demand_usd_hr or 0.0))
+
+    def newer_equivalent(self, instance_type: str | None) -> Successor | None:
+        """The suggested successor of a legacy (V100-generation) type, from gpu_successors.csv."""
+        return _successors().get(instance_type) if instance_type else None
+
     def smallest_mig_fit(
         self, family: str, need_gib: float, headroom: float = 0.2, max_fraction: float = 0.5
     ) -> MigProfile | None:
@@ -171,6 +210,19 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 def _float(value: str | None) -> float | None:
     return float(value) if value not in (None, "") else None
+
+
+@cache
+def _successors() -> dict[str, Successor]:
+    return {
+        row["legacy_type"]: Successor(
+            legacy_type=row["legacy_type"],
+            newer_type=row["newer_type"],
+            reason=row["reason"],
+            source=row["source"],
+        )
+        for row in _rows("gpu_successors.csv")
+    }
 
 
 @cache

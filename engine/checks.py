@@ -16,7 +16,8 @@ from engine import offhours
 from engine.catalog import MigProfile
 from engine.conditions import Check, CheckArgs, EvalContext, register_check
 from engine.labels import is_production, missing_tags
-from engine.model import Resource
+from engine.model import Resource, Telemetry
+from engine.telemetry.series import format_duration, parse_duration
 from engine.tristate import Tri
 
 
@@ -40,12 +41,13 @@ class HasGpu(Check):
     shorthand = "expected"
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if resource.gpu is None and resource.is_unknown("gpu"):
+        # Unknown: a type known only after apply, or an unreadable GPU request (no GPUs read).
+        if resource.is_unknown("gpu") and not resource.has_gpu:
             return None
         return resource.has_gpu is bool(self.args.expected)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.gpu is None and resource.is_unknown("gpu"):
+        if resource.is_unknown("gpu") and not resource.has_gpu:
             return {"unknown": ["gpu"]}
         return {}
 
@@ -243,17 +245,34 @@ class ActivityBelow(Check):
     def __init__(self, args: _ActivityArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.threshold = float(_param(params, args.threshold_param, None))
+        # The policy's window is the shortest look-back it judges (absent: any telemetry).
+        window = params.get(args.window_param) if args.window_param else None
+        self.window = 0 if window is None else parse_duration(window)
+
+    def _undecided(self, telemetry: Telemetry | None) -> str | None:
+        """Why the telemetry cannot decide ('' when there is none), None when it can."""
+        if telemetry is None:
+            return ""
+        if telemetry.average_activity_pct is None or telemetry.samples == 0:
+            return telemetry.reason or ""
+        if telemetry.window_seconds < self.window:
+            return (f"its telemetry covers {format_duration(telemetry.window_seconds)}, less "
+                    f"than the policy's {format_duration(self.window)} window")
+        return None
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         telemetry = resource.telemetry
-        if telemetry is None or telemetry.average_activity_pct is None or telemetry.samples == 0:
+        if telemetry is None or self._undecided(telemetry) is not None:
             return None
+        assert telemetry.average_activity_pct is not None
         return telemetry.average_activity_pct < self.threshold
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         telemetry = resource.telemetry
-        if telemetry is None or telemetry.average_activity_pct is None:
-            return {"unknown": ["telemetry"]}
+        why = self._undecided(telemetry)
+        if telemetry is None or why is not None:
+            return {"unknown": ["telemetry"], **({"telemetry_reason": why} if why else {})}
+        assert telemetry.average_activity_pct is not None
         return {
             "average_activity_pct": round(telemetry.average_activity_pct, 2),
             "metric": telemetry.metric,
@@ -295,3 +314,7 @@ class Unencrypted(Check):
         if resource.encrypted is None or resource.is_unknown("encrypted"):
             return {"unknown": ["encrypted"]}
         return {"encrypted": resource.encrypted, "customer_key": resource.customer_key}
+
+
+# Guardrail checks and estimators register themselves on import (kept in their own module).
+from engine import checks_guardrails as _guardrails  # noqa: E402, F401

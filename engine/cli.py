@@ -24,6 +24,9 @@ app = typer.Typer(
 policies_app = typer.Typer(help="List, show, validate policies; print their JSON Schema.",
                            no_args_is_help=True)
 app.add_typer(policies_app, name="policies")
+telemetry_app = typer.Typer(help="GPU telemetry: this node through NVML, or the readings a scan "
+                            "joins to resources.", no_args_is_help=True)
+app.add_typer(telemetry_app, name="telemetry")
 
 FORMATS = ("table", "json", "sarif", "junit", "markdown", "html", "policyreport")
 
@@ -101,18 +104,23 @@ def check_plan(
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
     from engine.pipeline import build_engine, parse_instant
-    from engine.sources.terraform import plan_resources, read_plan
+    from engine.sources.terraform import plan_cost_changes, plan_resources, read_plan
 
     instant = parse_instant(now)
     engine = build_engine(policies, prices)
+    documents = [(plan, read_plan(plan)) for plan in plans]
     resources = [
         resource
-        for plan in plans
-        for resource in plan_resources(read_plan(plan), plan, engine.catalog)
+        for plan, document in documents
+        for resource in plan_resources(document, plan, engine.catalog)
     ]
     if tf_dir is not None:
         resources = _with_locations(resources, tf_dir)
-    report = engine.evaluate(resources, instant, door="plan", show_passed=show_passed)
+    cost_changes = [change for plan, document in documents
+                    for change in plan_cost_changes(document, plan, engine.catalog)]
+    report = engine.evaluate(resources, instant, door="plan", show_passed=show_passed,
+                             plans=[document for _, document in documents],
+                             cost_changes=cost_changes)
     if write_baseline is not None:
         from engine.baseline import baseline_document
 
@@ -303,6 +311,21 @@ def policies_validate(paths: Annotated[list[str], typer.Argument(metavar="PATH..
     typer.echo(f"ok: {len(loaded)} policies valid")
 
 
+@policies_app.command("test")
+def policies_test(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Policies and their tests.")],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List passing tests too.")
+                       ] = False,
+) -> None:
+    """Run policy unit tests: Rego `test_` rules and YAML cases (`*_test.yaml`: input file →
+    expected findings). Exit 1 when a test fails."""
+    from engine.rego.testing import render_results, run_tests
+
+    results = run_tests(directory)
+    typer.echo(render_results(results, verbose))
+    raise typer.Exit(0 if all(result.status == "pass" for result in results) else 1)
+
+
 @policies_app.command("schema")
 def policies_schema() -> None:
     """JSON Schema of policy files, for editors."""
@@ -311,6 +334,96 @@ def policies_schema() -> None:
     from engine.policy import policy_file_schema
 
     typer.echo(orjson.dumps(policy_file_schema(), option=orjson.OPT_INDENT_2).decode())
+
+
+@telemetry_app.command("nvml")
+def telemetry_nvml(
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table|json")] = "table",
+    save: Annotated[Path | None, typer.Option(
+        "--save", help="Also write the readings as a snapshot bundle (scan it with "
+        "--source snapshot:FILE).")] = None,
+    duration: Annotated[float, typer.Option(
+        "--duration", min=0, help="Sample utilization for this many seconds and average "
+        "(default: one instant reading).")] = 0.0,
+    interval: Annotated[float, typer.Option(
+        "--interval", min=0.1, help="Seconds between utilization samples.")] = 1.0,
+    hostname: Annotated[str | None, typer.Option(
+        "--hostname", help="Node name to record (default: $NODE_NAME, else the host name).")
+    ] = None,
+    now: NowOpt = None,
+) -> None:
+    """This node's GPUs through NVML: utilization, memory, MIG devices, processes, power.
+    Without NVIDIA drivers it says so in one line and exits 0."""
+    _check_choice("--format", fmt, ("table", "json"))
+    import orjson
+
+    from engine.pipeline import parse_instant
+    from engine.telemetry.commands import render_nvml, save_snapshot
+    from engine.telemetry.nvml import read_nvml
+
+    instant = parse_instant(now)
+    result = read_nvml(hostname=hostname, duration_s=duration, interval_s=interval)
+    if result.error and fmt == "json":
+        typer.echo(orjson.dumps({"source": "nvml", "error": result.error, "gpus": []}).decode())
+    elif result.error:
+        typer.echo(f"gpuwarden: {result.error}")
+    else:
+        sys.stdout.write(render_nvml(result.readings, fmt, result.driver_version))
+    if save is not None:
+        save_snapshot(save, result.readings, source="nvml", now=instant,
+                      window_seconds=int(duration))
+
+
+@telemetry_app.command("show")
+def telemetry_show(
+    demo: Annotated[bool, typer.Option("--demo", help="The bundled sample estate.")] = False,
+    source: Annotated[list[str] | None, typer.Option(
+        "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")] = None,
+    prometheus_url: Annotated[str | None, typer.Option(
+        "--prometheus-url", help="Prometheus with DCGM exporter metrics.")] = None,
+    prometheus_token: Annotated[str | None, typer.Option(
+        "--prometheus-token", envvar="GPUWARDEN_PROMETHEUS_TOKEN", help="Bearer token.")] = None,
+    prometheus_basic_auth: Annotated[str | None, typer.Option(
+        "--prometheus-basic-auth", envvar="GPUWARDEN_PROMETHEUS_BASIC_AUTH",
+        help="user:password.")] = None,
+    prometheus_ca: Annotated[str | None, typer.Option(
+        "--prometheus-ca", help="CA bundle for Prometheus TLS.")] = None,
+    dcgm_url: Annotated[str | None, typer.Option(
+        "--dcgm-url", help="A dcgm-exporter /metrics endpoint.")] = None,
+    window: Annotated[int, typer.Option(
+        "--telemetry-window", min=60, help="Look-back window in seconds.")] = 3600,
+    kubeconfig: Annotated[str | None, typer.Option(
+        "--kubeconfig", help="kubeconfig for --source k8s.")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
+    now: NowOpt = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table|json")] = "table",
+) -> None:
+    """Each GPU reading a scan would use, and the resource it joins to (or none)."""
+    _check_choice("--format", fmt, ("table", "json"))
+    from engine.catalog import builtin_catalog
+    from engine.pipeline import parse_instant
+    from engine.sources.registry import ScanOptions, collect_sources
+    from engine.telemetry.commands import gather_and_join, render_joins
+
+    sources = list(source or [])
+    if demo:
+        from engine.demo import demo_snapshot_path
+
+        sources.append(f"snapshot:{demo_snapshot_path()}")
+    options = ScanOptions(
+        kubeconfig=kubeconfig, context=context, prometheus_url=prometheus_url,
+        prometheus_token=prometheus_token, prometheus_basic_auth=prometheus_basic_auth,
+        prometheus_ca=prometheus_ca, dcgm_url=dcgm_url, telemetry_window_s=window,
+    )
+    catalog = builtin_catalog()
+    collected = collect_sources(sources, options, catalog)
+    if not (options.wants_telemetry or "telemetry" in collected.snapshot):
+        _fail("no telemetry to show: give --prometheus-url, --dcgm-url, --demo or a snapshot "
+              "with a telemetry section")
+    joins, warnings = gather_and_join(collected, options, parse_instant(now), catalog)
+    for warning in warnings:
+        typer.echo(f"gpuwarden: warning: {warning}", err=True)
+    sys.stdout.write(render_joins(joins, fmt))
 
 
 @app.command("webhook")

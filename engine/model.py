@@ -92,6 +92,26 @@ class Telemetry(BaseModel):
     samples: int = 0
     window_seconds: int = 3600
     peak_memory_gib: float | None = None
+    reason: str | None = None  # why there is no average (an outage, NaN or stale samples)
+
+
+class WorkloadSpec(BaseModel):
+    """Kubernetes facts of a workload (or of a namespace, for namespace-level policies).
+
+    Values of a controller with several pod templates (a PyTorchJob's master and workers) are
+    those of its GPU pod templates when they agree, else None.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    runtime_class_name: str | None = None
+    scheduler_name: str | None = None
+    queue_name: str | None = None  # the Kueue label kueue.x-k8s.io/queue-name
+    checkpoint: str | None = None  # the gpuwarden.io/checkpoint annotation
+    volume_mount_paths: list[str] = Field(default_factory=list)  # of persistent (PVC) volumes
+    shared_gpu: bool | None = False  # time-sliced / shared GPU; None when it cannot be known
+    node_name: str | None = None  # the node a running pod is on
+    namespace_network_policies: int | None = None  # None when NetworkPolicies were not listed
 
 
 class SourceLocation(BaseModel):
@@ -132,6 +152,8 @@ class Resource(BaseModel):
     owner: str | None = None
     hourly_usd: float | None = None  # on-demand list price of one instance/replica
     telemetry: Telemetry | None = None
+    workload: WorkloadSpec | None = None  # Kubernetes workload facts
+    checkpoint_uri: str | None = None  # where a training job checkpoints (SageMaker S3Uri)
     unknown: frozenset[str] = frozenset()
     location: SourceLocation | None = None
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
@@ -204,12 +226,47 @@ class Summary(BaseModel):
     estimated_monthly_usd: float = 0.0
 
 
+class ResourceCostChange(BaseModel):
+    """One GPU resource of a plan and its monthly run-rate before and after the change."""
+
+    id: str
+    action: Literal["create", "update", "replace", "delete"]
+    before_monthly_usd: float | None = None  # None: not there before, or not priced
+    after_monthly_usd: float | None = None
+
+
+class TeamCostChange(BaseModel):
+    """A team's GPU run-rate in a plan: before, after, what the change adds and removes."""
+
+    team: str | None  # None: resources without a team tag
+    previous_monthly_usd: float = 0.0
+    planned_monthly_usd: float = 0.0
+    added_monthly_usd: float = 0.0
+    removed_monthly_usd: float = 0.0
+    net_monthly_usd: float = 0.0
+    budget_monthly_usd: float | None = None
+    unpriced: int = 0  # changed GPU resources whose price is not known
+    resources: list[ResourceCostChange] = Field(default_factory=list)
+
+
+class CostDiff(BaseModel):
+    """The PR check's per-team GPU cost diff (Infracost-style), from the team budget policy."""
+
+    policy: str
+    basis: str
+    teams: list[TeamCostChange] = Field(default_factory=list)
+    added_monthly_usd: float = 0.0
+    removed_monthly_usd: float = 0.0
+    net_monthly_usd: float = 0.0
+
+
 class Report(BaseModel):
     schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
     generated_at: datetime
     mode: Literal["dry-run", "enforce"] = "dry-run"
     findings: list[Finding] = Field(default_factory=list)
     summary: Summary = Field(default_factory=Summary)
+    cost_diff: CostDiff | None = None  # only when a plan changes GPU spend
 
     model_config = ConfigDict(populate_by_name=True)
 

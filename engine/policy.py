@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engine import checks as _checks  # noqa: F401  (registers the built-in checks)
+from engine.aggregates import AGGREGATORS
 from engine.conditions import (
     CHECKS,
     OPERATORS,
@@ -30,6 +38,7 @@ from engine.conditions import (
 from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity
+from engine.rego.policy import RegoProgram, RegoSpec, RegoVerdict, compile_rego
 from engine.yamlsource import line_of, load_yaml_documents
 from remediations.registry import ACTIONS
 
@@ -62,20 +71,45 @@ class PolicySpec(BaseModel):
     severity: Severity
     resources: list[Category] = Field(min_length=1, description="Normalized categories.")
     scope: Any = Field(default=None, description="Condition selecting the resources it governs.")
-    violation: Any = Field(description="Condition that holds when the resource violates it.")
-    message: str = Field(description="Jinja2 template: resource, params, details, usd filter.")
+    violation: Any = Field(default=None, description="Condition that holds when the resource "
+                           "violates it (or give `rego`).")
+    rego: RegoSpec | None = Field(default=None, description="A Rego module deciding violations "
+                                  "instead of `violation` (see docs/rego.md).")
+    message: str = Field(default="", description="Jinja2 template: resource, params, details, "
+                         "usd filter (with `rego`, optional: msg is the Rego message).")
     help: str = Field(default="", description="How to fix it.")
     parameters: dict[str, Any] = Field(default_factory=dict)
     enforcement: EnforcementSpec = Field(default_factory=EnforcementSpec)
     remediations: list[str] = Field(default_factory=list)
     cost: str = Field(default="none", description="Cost estimator: " + ", ".join(ESTIMATORS))
     exempt: list[str] = Field(default_factory=list, description="Resource id globs exempted.")
+    aggregate: str | None = Field(default=None, description="Judge groups of the resources the "
+                                  "scope selects instead of each one: " + ", ".join(AGGREGATORS))
 
     @field_validator("id")
     @classmethod
     def _valid_id(cls, value: str) -> str:
         if not POLICY_ID.match(value):
             raise ValueError(f"invalid policy id {value!r}: use lowercase letters, digits and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _violation_or_rego(self) -> PolicySpec:
+        if self.rego is not None and self.violation is not None:
+            raise ValueError("give either 'violation' or 'rego', not both")
+        if self.rego is None and self.violation is None:
+            raise ValueError(f"policy {self.id}: 'violation' is required (or 'rego')")
+        if self.rego is None and not self.message:
+            raise ValueError(f"policy {self.id}: 'message' is required")
+        if self.rego is not None and self.aggregate:
+            raise ValueError("'aggregate' judges groups with a YAML 'violation', not with 'rego'")
+        return self
+
+    @field_validator("aggregate")
+    @classmethod
+    def _known_aggregate(cls, value: str | None) -> str | None:
+        if value is not None and value not in AGGREGATORS:
+            raise ValueError(f"unknown aggregate {value!r} (one of: {', '.join(AGGREGATORS)})")
         return value
 
     @field_validator("cost")
@@ -137,6 +171,8 @@ class CompiledPolicy:
     file: str
     exempt: tuple[re.Pattern[str], ...]
     raw: Mapping[str, Any]
+    rego: RegoProgram | None = None  # a Rego policy: `violation` is its RegoVerdict
+    base_dir: Path | None = None  # where the policy file is (its Rego modules are relative)
 
     @property
     def id(self) -> str:
@@ -174,10 +210,17 @@ def builtin_pack_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "policies"
 
 
+def _is_policy_file(path: Path) -> bool:
+    """YAML files, except `*_test.yaml` (test cases for `gpuwarden policies test`)."""
+    return path.suffix in (".yaml", ".yml") and not path.stem.endswith("_test")
+
+
 def _policy_files(path: str) -> list[Path]:
     target = builtin_pack_dir() if path == BUILTIN else Path(path)
     if target.is_dir():
-        files = sorted(p for p in target.rglob("*") if p.suffix in (".yaml", ".yml"))
+        # The built-in pack is its top level; policies/rego/ holds the Rego examples (opt-in).
+        found = target.glob("*") if path == BUILTIN else target.rglob("*")
+        files = sorted(p for p in found if _is_policy_file(p))
         if not files:
             raise InputError("no policy files (*.yaml) in this directory", file=str(target))
         return files
@@ -231,14 +274,27 @@ def parse_policy_file(text: str, file: str) -> ParsedFile:
     return parsed
 
 
-def compile_policy(spec: PolicySpec, file: str, raw: Any = None) -> CompiledPolicy:
-    """Compile conditions and the message template once; every error names file and line."""
+def compile_policy(
+    spec: PolicySpec,
+    file: str,
+    raw: Any = None,
+    *,
+    base_dir: Path | None = None,
+    rego: RegoProgram | None = None,
+) -> CompiledPolicy:
+    """Compile conditions (or the Rego program) and the message template once; every error
+    names file and line. `rego` reuses an already compiled program (overrides)."""
     raw = raw if isinstance(raw, Mapping) else {}
     try:
         scope = None if spec.scope is None else compile_condition(
             raw.get("scope", spec.scope), spec.parameters
         )
-        violation = compile_condition(raw.get("violation", spec.violation), spec.parameters)
+        if spec.rego is not None:
+            rego = rego or compile_rego(spec.rego, policy_id=spec.id, file=file,
+                                        base_dir=base_dir, line=line_of(raw, "rego"))
+            violation: Condition = RegoVerdict(rego, spec.parameters)
+        else:
+            violation = compile_condition(raw.get("violation", spec.violation), spec.parameters)
     except PolicySyntaxError as exc:
         raise InputError(f"policy {spec.id}: {exc.message}", file=file,
                          line=exc.line or line_of(raw)) from None
@@ -248,7 +304,7 @@ def compile_policy(spec: PolicySpec, file: str, raw: Any = None) -> CompiledPoli
         raise InputError(f"policy {spec.id}: message template: {exc.message}", file=file,
                          line=line_of(raw)) from None
     exempt = tuple(re.compile(fnmatch.translate(glob)) for glob in spec.exempt)
-    return CompiledPolicy(spec, scope, violation, message, file, exempt, raw)
+    return CompiledPolicy(spec, scope, violation, message, file, exempt, raw, rego, base_dir)
 
 
 def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str) -> CompiledPolicy:
@@ -266,7 +322,8 @@ def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str)
     if override.enforcement is not None:
         changes = override.enforcement.model_dump(exclude_none=True)
         update["enforcement"] = spec.enforcement.model_copy(update=changes)
-    return compile_policy(spec.model_copy(update=update), policy.file, policy.raw)
+    return compile_policy(spec.model_copy(update=update), policy.file, policy.raw,
+                          base_dir=policy.base_dir, rego=policy.rego)
 
 
 def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
@@ -284,7 +341,7 @@ def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
                 if spec.id in compiled and compiled[spec.id].file == shown:
                     raise InputError(f"duplicate policy id {spec.id!r}", file=shown,
                                      line=line_of(raw))
-                compiled[spec.id] = compile_policy(spec, shown, raw)
+                compiled[spec.id] = compile_policy(spec, shown, raw, base_dir=file.parent)
             for policy_id, override in parsed.overrides.items():
                 if policy_id not in compiled:
                     raise InputError(f"override of unknown policy {policy_id!r}", file=shown)
@@ -336,7 +393,7 @@ def policy_file_schema() -> dict[str, Any]:
     spec = defs["PolicySpec"]["properties"]
     spec["scope"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],
                      "description": spec["scope"].get("description", "")}
-    spec["violation"] = {"$ref": "#/$defs/Condition",
+    spec["violation"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],
                          "description": spec["violation"].get("description", "")}
     schema["title"] = "gpuwarden policy file"
     return schema

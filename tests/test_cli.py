@@ -210,7 +210,7 @@ def test_snapshot_source_reads_the_demo_bundle(capsys: pytest.CaptureFixture[str
 def test_policies_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                            monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = run_cli(["policies", "list"], capsys, monkeypatch)
-    assert code == 0 and len(out.strip().splitlines()) == 7
+    assert code == 0 and len(out.strip().splitlines()) == 14
     code, out, _ = run_cli(["policies", "show", "gpu-idle"], capsys, monkeypatch)
     assert code == 0 and "threshold_pct: 5" in out
     code, out, _ = run_cli(["policies", "schema"], capsys, monkeypatch)

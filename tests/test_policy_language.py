@@ -208,6 +208,8 @@ def test_builtin_pack_has_exactly_the_contract_ids() -> None:
     assert ids == {
         "gpu-spot-required", "gpu-mig-for-small-jobs", "gpu-off-hours-shutdown",
         "required-cost-tags", "encryption-at-rest", "gpu-idle", "gpu-underutilized",
+        "spot-checkpointing-required", "gpu-jobs-queued", "gpu-right-size", "team-gpu-budget",
+        "untrusted-gpu-sandboxed", "shared-gpu-requires-mig", "gpu-namespace-network-policy",
     }
 
 
@@ -222,4 +224,11 @@ def test_default_enforcement_per_door_is_the_design_table() -> None:
         "encryption-at-rest": ("deny", "off", "audit"),
         "gpu-idle": ("off", "off", "deny"),
         "gpu-underutilized": ("off", "off", "audit"),
+        "spot-checkpointing-required": ("warn", "warn", "audit"),
+        "gpu-jobs-queued": ("off", "deny", "audit"),
+        "gpu-right-size": ("off", "off", "audit"),
+        "team-gpu-budget": ("deny", "off", "audit"),
+        "untrusted-gpu-sandboxed": ("off", "deny", "audit"),
+        "shared-gpu-requires-mig": ("off", "deny", "audit"),
+        "gpu-namespace-network-policy": ("off", "off", "audit"),
     }

@@ -135,7 +135,9 @@ def gpu_workload(kind: str = "Deployment", *, name: str = "trainer", namespace: 
         pod_spec["nodeSelector"] = dict(selector)
     metadata: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": dict(labels or {}),
-                                "annotations": dict(annotations or {})}
+                                # spot-checkpointing-required: these workloads checkpoint
+                                "annotations": {"gpuwarden.io/checkpoint": "s3://ckpt/trainer",
+                                                **(annotations or {})}}
     if kind == "Pod":
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
     template = {"metadata": {"labels": {"app": name}}, "spec": pod_spec}
@@ -784,7 +786,8 @@ def test_metrics_count_decisions_latency_policies_and_cert_expiry(
     timed = {dict(labels)["policy"] for (name, labels), _ in samples.items()
              if name == "gpuwarden_policy_evaluation_seconds_count"}
     assert timed == {"gpu-spot-required", "gpu-mig-for-small-jobs", "gpu-off-hours-shutdown",
-                     "required-cost-tags"}
+                     "required-cost-tags", "spot-checkpointing-required", "gpu-jobs-queued",
+                     "untrusted-gpu-sandboxed", "shared-gpu-requires-mig"}
     not_after = x509.load_pem_x509_certificate(certs.cert.read_bytes()).not_valid_after_utc
     assert samples[("gpuwarden_tls_certificate_expiry_timestamp_seconds", ())] == (
         not_after.timestamp())

@@ -144,6 +144,13 @@ def format_usd(amount: float) -> str:
     return f"${amount:,.2f}"
 
 
+def format_delta(amount: float) -> str:
+    """A signed amount: `+$1,234.00`, `−$56.00`, `$0.00`."""
+    if round(amount, 2) == 0:
+        return format_usd(0.0)
+    return ("+" if amount > 0 else "−") + format_usd(abs(amount))
+
+
 def format_location(location: SourceLocation | None) -> str:
     if location is None:
         return ""
@@ -167,6 +174,7 @@ def template_environment(*, autoescape: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["usd"] = format_usd
+    env.filters["delta"] = format_delta
     env.filters["where"] = format_location
     env.filters["cell"] = markdown_cell
     env.filters["md"] = markdown_text

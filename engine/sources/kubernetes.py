@@ -3,7 +3,11 @@
 Input is plain dicts (YAML manifests, AdmissionReview objects, API list items); the `kubernetes`
 client is never imported here. Everything a provider calls a field lives in this module: GPU
 requests (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`), the GPU model a workload is pinned to
-(`nvidia.com/gpu.product`), spot capacity labels per cloud, labels and annotations.
+(`nvidia.com/gpu.product`), spot capacity labels per cloud, labels and annotations, and the
+workload facts the queueing, sandboxing and checkpoint policies read (`WorkloadSpec`: runtime
+class, scheduler, Kueue queue label, checkpoint annotation, persistent volume mounts, GPU
+sharing). Training-operator jobs (PyTorchJob, MPIJob, RayJob) hold several pod templates; their
+GPUs are summed over replica specs × replicas.
 
 Objects are read defensively: a field of the wrong type is treated as absent, and a GPU quantity
 that cannot be read marks the GPU spec unknown instead of failing, so a webhook never crashes on
@@ -22,7 +26,7 @@ import yaml
 
 from engine.catalog import Catalog, builtin_catalog
 from engine.errors import InputError
-from engine.model import Capacity, Category, GpuSpec, Resource, State
+from engine.model import Capacity, Category, GpuSpec, Resource, State, WorkloadSpec
 
 PROVIDER = "kubernetes"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -30,6 +34,24 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per GPU (GPU feature discovery)
 GPU_MEMORY_ANNOTATION = "gpuwarden.io/gpu-memory"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+CHECKPOINT_ANNOTATION = "gpuwarden.io/checkpoint"
+# Time-slicing with renameByDefault: the device plugin advertises shared GPUs under this name.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # GPU feature discovery: > 1 when shared
+SHARED_PRODUCT_SUFFIX = "-SHARED"  # GFD's product label on shared GPUs (renameByDefault false)
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # per-node plugin config name
+# Node labels naming a GPU sharing strategy without hardware isolation: key -> such values.
+_SHARING_STRATEGY_LABELS: dict[str, frozenset[str]] = {
+    "nvidia.com/gpu.sharing-strategy": frozenset({"time-slicing", "mps"}),
+    "cloud.google.com/gke-gpu-sharing-strategy": frozenset({"time-sharing", "mps"}),
+}
+# Training-operator kinds with several pod templates: kind -> path of their replica specs.
+_REPLICA_SPECS: dict[str, tuple[str, ...]] = {
+    "PyTorchJob": ("spec", "pytorchReplicaSpecs"),
+    "MPIJob": ("spec", "mpiReplicaSpecs"),
+}
+TRAINING_JOB_KINDS = frozenset({*_REPLICA_SPECS, "RayJob"})
 
 # Kinds whose pod spec lives at spec.template.spec (CronJob: spec.jobTemplate.spec.template.spec).
 CONTROLLER_KINDS = frozenset(
@@ -180,17 +202,28 @@ def workload_resource(
     state: State = State.RUNNING,
     cluster: str | None = None,
     node_capacity: Capacity | None = None,
+    node_labels: Mapping[str, str] | None = None,
+    namespace_network_policies: int | None = None,
 ) -> Resource | None:
-    """The workload `Resource` of a Pod or pod-template controller; None for other kinds.
+    """The workload `Resource` of a Pod, a pod-template controller or a training-operator job
+    (PyTorchJob, MPIJob, RayJob); None for other kinds.
 
     `state` is the caller's: PLANNED at admission, RUNNING for live objects. `node_capacity`
-    (the capacity of the node a running pod is on) overrides what the pod's selectors say.
+    and `node_labels` (of the node a running pod is on) override what the pod's selectors say;
+    `namespace_network_policies` is how many NetworkPolicies its namespace has (None: not
+    listed).
     """
     if not isinstance(obj, dict):
         raise InputError(f"expected a Kubernetes object mapping, got {type(obj).__name__}")
     kind = obj.get("kind")
     if not isinstance(kind, str):
         return None
+    if kind in TRAINING_JOB_KINDS:
+        groups = pod_groups(obj)
+        if groups:
+            return _training_job_resource(obj, kind, groups, namespace_labels, catalog=catalog,
+                                          state=state, cluster=cluster, node_labels=node_labels,
+                                          namespace_network_policies=namespace_network_policies)
     template = pod_template(obj)
     if template is None:
         return None
@@ -209,6 +242,11 @@ def workload_resource(
         unknown.add("gpu")
     if not declared_known:
         unknown.add("gpu.declared_memory_gib")
+    group = PodGroup(template_metadata, pod_spec, count, count_known)
+    workload = workload_facts(obj, [group], annotations, node_labels=node_labels,
+                              namespace_network_policies=namespace_network_policies)
+    if workload.shared_gpu is None:
+        unknown.add("workload.shared_gpu")
 
     return Resource(
         provider=PROVIDER,
@@ -226,6 +264,7 @@ def workload_resource(
         capacity=node_capacity or workload_capacity(pod_spec),
         state=state,
         owner=_controller_owner(metadata),
+        workload=workload,
         unknown=frozenset(unknown),
         raw=_string_keys(obj),
     )
@@ -306,6 +345,263 @@ def _controller_owner(metadata: dict[str, Any]) -> str | None:
             if kind and name:
                 return f"{kind}/{name}"
     return None
+
+
+# ---------------------------------------------------------------------------- training jobs
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """One pod template of a workload and how many pods it stands for."""
+
+    metadata: dict[str, Any]
+    spec: dict[str, Any]
+    pods: int
+    pods_known: bool = True
+
+
+def pod_groups(obj: dict[str, Any]) -> list[PodGroup]:
+    """The pod templates of a training-operator job, each with its pod count.
+
+    PyTorchJob / MPIJob: every `*ReplicaSpecs` entry (`replicas`, default 1). RayJob: the head
+    group (one pod) and every worker group (`replicas`, else `minReplicas`, else 1, times
+    `numOfHosts`). Entries without a readable template are skipped.
+    """
+    kind = obj.get("kind")
+    if kind in _REPLICA_SPECS:
+        specs = _mapping(_dig(obj, _REPLICA_SPECS[kind]))
+        found = [_replica_group(spec, ("replicas",)) for spec in specs.values()]
+    elif kind == "RayJob":
+        cluster = _mapping(_dig(obj, ("spec", "rayClusterSpec")))
+        head = _mapping(cluster.get("headGroupSpec"))
+        found = [_template_group(head.get("template"), 1, True)]
+        for worker in _list(cluster.get("workerGroupSpecs")):
+            found.append(_replica_group(worker, ("replicas", "minReplicas"), hosts=True))
+    else:
+        return []
+    return [group for group in found if group is not None]
+
+
+def _replica_group(spec: Any, count_keys: tuple[str, ...], *, hosts: bool = False
+                   ) -> PodGroup | None:
+    spec = _mapping(spec)
+    pods, known = 1, True
+    for key in count_keys:
+        value, readable = _count_field(spec, key)
+        known = known and readable
+        if value is not None:
+            pods = value
+            break
+    if hosts:
+        per_replica, readable = _count_field(spec, "numOfHosts")
+        known = known and readable
+        pods *= 1 if per_replica is None else per_replica
+    return _template_group(spec.get("template"), pods, known)
+
+
+def _template_group(template: Any, pods: int, known: bool) -> PodGroup | None:
+    template = _mapping(template)
+    spec = template.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+        return None
+    return PodGroup(_mapping(template.get("metadata")), spec, pods, known)
+
+
+def _training_job_resource(
+    obj: dict[str, Any],
+    kind: str,
+    groups: list[PodGroup],
+    namespace_labels: Mapping[str, str] | None,
+    *,
+    catalog: Catalog | None,
+    state: State,
+    cluster: str | None,
+    node_labels: Mapping[str, str] | None,
+    namespace_network_policies: int | None,
+) -> Resource:
+    """One resource for the whole job: its GPUs are every group's GPUs per pod × pods."""
+    metadata = _mapping(obj.get("metadata"))
+    namespace = _text(metadata.get("namespace")) or "default"
+    name = _text(metadata.get("name")) or _text(metadata.get("generateName")) or "<unnamed>"
+    annotations = _first_wins(metadata.get("annotations"),
+                              *(g.metadata.get("annotations") for g in groups))
+    unknown: set[str] = set()
+    specs: list[tuple[PodGroup, GpuSpec]] = []
+    for group in groups:
+        gpu, gpu_known, declared_known = _gpu_spec(group.spec, annotations, catalog)
+        if not gpu_known:
+            unknown.add("gpu")
+        if not declared_known:
+            unknown.add("gpu.declared_memory_gib")
+        if not group.pods_known:
+            unknown.add("gpu")
+        if gpu is not None:
+            specs.append((group, gpu))
+    gpu_groups = [group for group, _ in specs] or groups
+    workload = workload_facts(obj, gpu_groups, annotations, node_labels=node_labels,
+                              namespace_network_policies=namespace_network_policies)
+    if workload.shared_gpu is None:
+        unknown.add("workload.shared_gpu")
+    capacities = {workload_capacity(group.spec) for group in gpu_groups}
+    return Resource(
+        provider=PROVIDER,
+        kind=kind,
+        category=Category.WORKLOAD,
+        id=f"{kind}/{namespace}/{name}",
+        name=name,
+        cluster=cluster,
+        namespace=namespace,
+        tags=_first_wins(metadata.get("labels"), *(g.metadata.get("labels") for g in gpu_groups)),
+        annotations=annotations,
+        namespace_labels=_string_map(namespace_labels),
+        count=1,
+        gpu=_summed_gpu(specs),
+        capacity=capacities.pop() if len(capacities) == 1 else Capacity.ON_DEMAND,
+        state=state,
+        owner=_controller_owner(metadata),
+        workload=workload,
+        unknown=frozenset(unknown),
+        raw=_string_keys(obj),
+    )
+
+
+def _summed_gpu(specs: list[tuple[PodGroup, GpuSpec]]) -> GpuSpec | None:
+    """Every group's GPUs per pod × its pods; model and memory when the groups agree."""
+    if not specs:
+        return None
+    whole = [gpu.count for _, gpu in specs]
+    models = {(gpu.model, gpu.memory_gib) for _, gpu in specs if (gpu.count or 0) > 0}
+    model, memory = models.pop() if len(models) == 1 else (None, None)
+    profiles = [gpu.mig_profile for _, gpu in specs if gpu.mig_profile]
+    return GpuSpec(
+        model=model,
+        count=None if None in whole else sum((gpu.count or 0.0) * g.pods for g, gpu in specs),
+        memory_gib=memory,
+        mig_profile=profiles[0] if len(set(profiles)) == 1 else None,
+        mig_count=sum(gpu.mig_count * g.pods for g, gpu in specs),
+        declared_memory_gib=specs[0][1].declared_memory_gib,
+    )
+
+
+# ---------------------------------------------------------------------------- workload facts
+
+
+def workload_facts(
+    obj: dict[str, Any],
+    groups: list[PodGroup],
+    annotations: Mapping[str, str],
+    *,
+    node_labels: Mapping[str, str] | None = None,
+    namespace_network_policies: int | None = None,
+) -> WorkloadSpec:
+    """What the queueing, sandbox, sharing and checkpoint policies read from a workload.
+
+    Per-template values (runtime class, scheduler) are those all `groups` agree on, else None.
+    """
+    return WorkloadSpec(
+        runtime_class_name=_agreed(_text(g.spec.get("runtimeClassName")) for g in groups),
+        scheduler_name=_agreed(_text(g.spec.get("schedulerName")) for g in groups),
+        queue_name=queue_name(obj),
+        checkpoint=(annotations.get(CHECKPOINT_ANNOTATION) or "").strip() or None,
+        volume_mount_paths=sorted({path for g in groups for path in
+                                   persistent_mount_paths(g.spec, _claim_templates(obj))}),
+        shared_gpu=(node_shares_gpus(node_labels) if node_labels is not None
+                    else _any_shared(g.spec for g in groups)),
+        node_name=_text(_mapping(obj.get("spec")).get("nodeName"))
+        if obj.get("kind") == "Pod" else None,
+        namespace_network_policies=namespace_network_policies,
+    )
+
+
+def _agreed(values: Iterator[str | None]) -> str | None:
+    found = set(values)
+    return found.pop() if len(found) == 1 else None
+
+
+def queue_name(obj: dict[str, Any]) -> str | None:
+    """The Kueue queue label: on the object, or on a CronJob's job template (which Kueue reads
+    from the Jobs the CronJob creates)."""
+    labels = _string_map(_mapping(obj.get("metadata")).get("labels"))
+    if obj.get("kind") == "CronJob":
+        job_metadata = _mapping(_dig(obj, ("spec", "jobTemplate", "metadata")))
+        labels = {**_string_map(job_metadata.get("labels")), **labels}
+    return (labels.get(QUEUE_LABEL) or "").strip() or None
+
+
+def _claim_templates(obj: dict[str, Any]) -> frozenset[str]:
+    """Names of a StatefulSet's volumeClaimTemplates: volumes backed by a persistent claim."""
+    if obj.get("kind") != "StatefulSet":
+        return frozenset()
+    templates = _list(_mapping(obj.get("spec")).get("volumeClaimTemplates"))
+    return frozenset(name for t in templates
+                     if (name := _text(_mapping(_mapping(t).get("metadata")).get("name"))))
+
+
+def persistent_mount_paths(pod_spec: dict[str, Any], claim_templates: frozenset[str] = frozenset()
+                           ) -> list[str]:
+    """Mount paths of the pod's persistent volumes: PersistentVolumeClaim volumes (and a
+    StatefulSet's claim templates). Generic ephemeral volumes die with the pod: not counted."""
+    persistent = set(claim_templates)
+    for volume in _list(pod_spec.get("volumes")):
+        volume = _mapping(volume)
+        name = _text(volume.get("name"))
+        if name and isinstance(volume.get("persistentVolumeClaim"), dict):
+            persistent.add(name)
+    paths: list[str] = []
+    for container in _list(pod_spec.get("containers")) + _list(pod_spec.get("initContainers")):
+        for mount in _list(_mapping(container).get("volumeMounts")):
+            mount = _mapping(mount)
+            path = _text(mount.get("mountPath"))
+            if path and _text(mount.get("name")) in persistent:
+                paths.append(path)
+    return paths
+
+
+def node_shares_gpus(labels: Mapping[str, str]) -> bool:
+    """Whether a node's labels say its GPUs are shared without hardware isolation."""
+    return any(_shares(key, "In", (value,)) for key, value in labels.items())
+
+
+def _any_shared(pod_specs: Iterator[dict[str, Any]]) -> bool | None:
+    verdicts = [_shared_gpu(spec) for spec in pod_specs]
+    if True in verdicts:
+        return True
+    return None if None in verdicts else False
+
+
+def _shared_gpu(pod_spec: dict[str, Any]) -> bool | None:
+    """True when the pod asks for a shared GPU (`nvidia.com/gpu.shared`, or every node it can
+    land on is time-sliced / MPS by its labels); None when it may land on shared GPUs or pins a
+    device-plugin configuration whose content is not known here; else False."""
+    for container in _list(pod_spec.get("containers")) + _list(pod_spec.get("initContainers")):
+        resources = _mapping(_mapping(container).get("resources"))
+        if any(SHARED_GPU_RESOURCE in _mapping(resources.get(part))
+               for part in ("limits", "requests")):
+            return True
+    terms = _node_requirements(pod_spec)
+    if _every_term(terms, _shares):
+        return True
+    if any(key == DEVICE_PLUGIN_CONFIG_LABEL or _shares(key, operator, values)
+           for term in terms for key, operator, values in term):
+        return None
+    return False
+
+
+def _shares(key: str, operator: str, values: tuple[str, ...]) -> bool:
+    if key in _SHARING_STRATEGY_LABELS:
+        return operator == "In" and bool(values) and all(
+            v in _SHARING_STRATEGY_LABELS[key] for v in values)
+    if key == GPU_REPLICAS_LABEL:
+        if operator == "Exists":
+            return True
+        if operator == "Gt":
+            return bool(values) and values[0].isdigit() and int(values[0]) >= 1
+        return operator == "In" and bool(values) and all(
+            v.isdigit() and int(v) > 1 for v in values)
+    if key == GPU_PRODUCT_LABEL:
+        return operator == "In" and bool(values) and all(
+            v.upper().endswith(SHARED_PRODUCT_SUFFIX) for v in values)
+    return False
 
 
 # ---------------------------------------------------------------------------- GPU requests

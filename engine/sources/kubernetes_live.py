@@ -1,9 +1,11 @@
 """Live Kubernetes source: list a cluster through the official `kubernetes` client.
 
-Lists namespaces, nodes and the GPU-carrying workload kinds in chunks (`limit`/`continue`), turns
-every object into the plain dict the API serves (camelCase keys, kind and apiVersion filled in,
-as list items lack them), then normalizes workloads with the same adapter the webhook and
-snapshots use. The client library is imported inside functions only.
+Lists namespaces, nodes, NetworkPolicies and the GPU-carrying workload kinds (plus the
+training-operator jobs PyTorchJob, MPIJob and RayJob where their CRDs are installed) in chunks
+(`limit`/`continue`), turns every object into the plain dict the API serves (camelCase keys, kind
+and apiVersion filled in, as list items lack them), then normalizes workloads with the same
+adapter the webhook and snapshots use. NetworkPolicies the credentials may not list leave their
+count unknown rather than failing the scan. The client library is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from engine.catalog import Catalog
@@ -18,6 +21,7 @@ from engine.errors import InputError
 from engine.model import Capacity, Resource, State
 from engine.sources.kubernetes import (
     GPU_PRODUCT_LABEL,
+    TRAINING_JOB_KINDS,
     namespace_resource,
     workload_capacity,
     workload_resource,
@@ -35,6 +39,16 @@ _WORKLOAD_LISTS: tuple[tuple[str, str, str, str], ...] = (
     ("CronJob", "batch/v1", "BatchV1Api", "list_cron_job_for_all_namespaces"),
     ("Pod", "v1", "CoreV1Api", "list_pod_for_all_namespaces"),
 )
+# Training-operator jobs, listed through CustomObjectsApi when their CRD is installed:
+# (kind, group, versions tried in order, plural). The MPI operator serves mpijobs as v2beta1,
+# the Kubeflow training operator as v1.
+_CUSTOM_WORKLOADS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("PyTorchJob", "kubeflow.org", ("v1",), "pytorchjobs"),
+    ("MPIJob", "kubeflow.org", ("v2beta1", "v1"), "mpijobs"),
+    ("RayJob", "ray.io", ("v1",), "rayjobs"),
+)
+NETWORK_POLICY = "NetworkPolicy"
+NETWORK_POLICY_LIST = "NetworkPolicyList"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +69,33 @@ class ClusterState:
     namespaces: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     workloads: list[dict[str, Any]] = field(default_factory=list)
+    # None: NetworkPolicies were not listed (not permitted, or an older snapshot)
+    network_policies: list[dict[str, Any]] | None = None
 
     def node_info(self) -> dict[str, NodeInfo]:
         return {info.name: info for info in map(node_info, self.nodes) if info.name}
+
+    def network_policy_counts(self) -> dict[str, int] | None:
+        """NetworkPolicies per namespace; None when they were not listed.
+
+        A snapshot passes every object that is not a Namespace or Node as a workload, so
+        NetworkPolicies (and a `NetworkPolicyList`, which says they were listed even when it is
+        empty) are also looked for there.
+        """
+        listed = self.network_policies
+        extra = [o for o in self.workloads if o.get("kind") in (NETWORK_POLICY,
+                                                                   NETWORK_POLICY_LIST)]
+        if listed is None and not extra:
+            return None
+        counts: dict[str, int] = {}
+        for obj in [*(listed or []), *extra]:
+            items = obj.get("items") if obj.get("kind") == NETWORK_POLICY_LIST else [obj]
+            for item in items if isinstance(items, list) else []:
+                namespace = (item.get("metadata") or {}).get("namespace") if isinstance(
+                    item, Mapping) else None
+                if isinstance(namespace, str) and namespace:
+                    counts[namespace] = counts.get(namespace, 0) + 1
+        return counts
 
 
 # ---------------------------------------------------------------------------- connecting
@@ -137,15 +175,54 @@ def list_cluster(
         for obj in _list_all(api_client, lister, kind, api_version, chunk):
             if _is_audited(obj):
                 state.workloads.append(obj)
+    networking = client.NetworkingV1Api(api_client)
+    state.network_policies = _optional(lambda: list(_list_all(
+        api_client, networking.list_network_policy_for_all_namespaces, NETWORK_POLICY,
+        "networking.k8s.io/v1", chunk, optional=True)))
+    custom = client.CustomObjectsApi(api_client)
+    for kind, group, versions, plural in _CUSTOM_WORKLOADS:
+        for version in versions:
+            objects = _optional(partial(_list_custom, custom, kind, group, version, plural, chunk))
+            if objects is not None:
+                state.workloads.extend(obj for obj in objects if _is_audited(obj))
+                break
     return state
 
 
+class _NotListable(Exception):
+    """A listing answered 403 (not permitted) or 404 (its CRD is not installed)."""
+
+
+def _optional(read: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """A listing the audit can do without: None when it is not permitted or not served."""
+    try:
+        return read()
+    except _NotListable:
+        return None
+
+
+def _list_custom(custom: Any, kind: str, group: str, version: str, plural: str,
+                 chunk: int) -> list[dict[str, Any]]:
+    """Every object of a custom resource in all namespaces (served as plain dicts already)."""
+    found: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = _call(custom.list_cluster_custom_object, kind, optional=True, group=group,
+                     version=version, plural=plural, limit=chunk, _continue=token)
+        for item in page.get("items") or [] if isinstance(page, dict) else []:
+            if isinstance(item, dict):
+                found.append({**item, "kind": kind, "apiVersion": f"{group}/{version}"})
+        token = (page.get("metadata") or {}).get("continue") if isinstance(page, dict) else None
+        if not token:
+            return found
+
+
 def _list_all(api_client: Any, lister: Callable[..., Any], kind: str, api_version: str,
-              chunk: int) -> Iterator[dict[str, Any]]:
+              chunk: int, *, optional: bool = False) -> Iterator[dict[str, Any]]:
     """Every item of a list endpoint, following `continue` tokens, as plain dicts."""
     token: str | None = None
     while True:
-        page = _call(lister, kind, limit=chunk, _continue=token)
+        page = _call(lister, kind, optional=optional, limit=chunk, _continue=token)
         for item in page.items or []:
             obj = api_client.sanitize_for_serialization(item)
             obj["kind"], obj["apiVersion"] = kind, api_version
@@ -155,8 +232,10 @@ def _list_all(api_client: Any, lister: Callable[..., Any], kind: str, api_versio
             return
 
 
-def _call(lister: Callable[..., Any], kind: str, **kwargs: Any) -> Any:
-    """One list request; API and connection failures become one-line InputErrors."""
+def _call(lister: Callable[..., Any], kind: str, *, optional: bool = False,
+          **kwargs: Any) -> Any:
+    """One list request; API and connection failures become one-line InputErrors (for an
+    `optional` listing, 403 and 404 raise `_NotListable` instead)."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -165,6 +244,8 @@ def _call(lister: Callable[..., Any], kind: str, **kwargs: Any) -> Any:
     try:
         return lister(**kwargs)
     except ApiException as exc:
+        if optional and exc.status in (403, 404):
+            raise _NotListable(kind) from None
         raise InputError(f"kubernetes: listing {kind}s failed: HTTP {exc.status} "
                          f"{exc.reason or ''}".rstrip()) from None
     except (HTTPError, OSError) as exc:
@@ -180,8 +261,10 @@ def _is_audited(obj: dict[str, Any]) -> bool:
         if _controller_owned(obj):
             return False
         return status.get("phase") not in ("Succeeded", "Failed")
-    if kind == "Job":
-        finished = {"Complete", "Failed"}
+    if kind == "Job" or kind in TRAINING_JOB_KINDS:
+        finished = {"Complete", "Failed", "Succeeded"}
+        if status.get("jobDeploymentStatus") in finished:  # RayJob
+            return False
         return not any(c.get("type") in finished and c.get("status") == "True"
                        for c in status.get("conditions") or [] if isinstance(c, dict))
     return True
@@ -212,6 +295,7 @@ def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> li
     """The workload resources of a listed cluster, with namespace labels and node capacity."""
     namespaces = dict(namespace_resource(ns) for ns in state.namespaces)
     nodes = state.node_info()
+    policies = state.network_policy_counts()
     found: list[Resource] = []
     for obj in state.workloads:
         namespace = (obj.get("metadata") or {}).get("namespace") or "default"
@@ -220,6 +304,8 @@ def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> li
         resource = workload_resource(
             obj, namespaces.get(namespace, {}), catalog=catalog, state=_workload_state(obj),
             cluster=state.cluster, node_capacity=node.capacity if node else None,
+            node_labels=node.labels if node else None,
+            namespace_network_policies=None if policies is None else policies.get(namespace, 0),
         )
         if resource is not None:
             found.append(resource)
@@ -233,12 +319,20 @@ def _workload_state(obj: dict[str, Any]) -> State:
         return State.STOPPED
     if obj.get("kind") == "CronJob" and spec.get("suspend") is True:
         return State.STOPPED
+    if obj.get("kind") in TRAINING_JOB_KINDS and True in (
+            spec.get("suspend"), (spec.get("runPolicy") or {}).get("suspend")):
+        return State.STOPPED  # queued by Kueue, or suspended by hand
     return State.RUNNING
 
 
 def kubernetes_snapshot(state: ClusterState) -> dict[str, Any]:
     """The `kubernetes:` section of a snapshot bundle holding this cluster's objects."""
-    section: dict[str, Any] = {"objects": [*state.namespaces, *state.nodes, *state.workloads]}
+    objects = [*state.namespaces, *state.nodes, *state.workloads]
+    if state.network_policies is not None:
+        # As a list object, so that "listed, and there were none" survives the round trip.
+        objects.append({"apiVersion": "networking.k8s.io/v1", "kind": NETWORK_POLICY_LIST,
+                        "items": state.network_policies})
+    section: dict[str, Any] = {"objects": objects}
     if state.cluster:
         section = {"cluster": state.cluster, **section}
     return section

@@ -5,7 +5,9 @@ Only this module knows Terraform and provider field names. What it decides, and 
 - **Which changes count.** `resource_changes[].change.after` of managed resources whose actions
   are create, update or a replace in either order (`["delete","create"]`,
   `["create","delete"]`). Deletes, reads, no-ops, `forget` and data sources are skipped; no-op
-  changes still serve joins (the launch template an autoscaling group names).
+  changes still serve joins (the launch template an autoscaling group names). The cost diff
+  (`plan_cost_changes`) also reads deletes and the `before` side of updates, through the same
+  normalizers, without adding them to what policies evaluate.
 - **Ids and names.** `id` and `name` are both the full resource address
   (`module.train.aws_instance.gpu[0]`): it is what a reviewer greps for and what baselines key on.
   Disks with their own encryption settings become VOLUME resources whose id is the address plus
@@ -748,6 +750,99 @@ def plan_resources(
     return resources
 
 
+_CHANGE_KINDS: dict[tuple[str, ...], str] = {
+    ("create",): "create",
+    ("update",): "update",
+    ("delete", "create"): "replace",
+    ("create", "delete"): "replace",
+    ("delete",): "delete",
+    ("no-op",): "no-op",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCostChange:
+    """One change of the plan with its normalized resources before and after it.
+
+    For the cost diff only: the `before` side is read from `change.before` by the same
+    normalizers, so deletes and the old side of updates are priced like anything planned.
+    Policies never see these resources (`plan_resources` is what they evaluate).
+    """
+
+    address: str
+    action: str  # create | update | replace | delete | no-op
+    before: tuple[Resource, ...]
+    after: tuple[Resource, ...]
+
+
+def plan_cost_changes(
+    plan: dict[str, Any], source: str, catalog: Catalog | None = None
+) -> list[PlanCostChange]:
+    """Every managed change of a mapped type (no-ops included, for totals) with its resources
+    before and after. Resources keep `State.PLANNED` on both sides."""
+    check_plan_document(plan, source)
+    catalog = catalog or builtin_catalog()
+    actions: dict[str, str] = {}
+    for position, change in enumerate(plan.get("resource_changes") or []):
+        _check_change(change, position, source)
+        kind = _CHANGE_KINDS.get(tuple(change["change"]["actions"]))
+        if kind is not None and change.get("mode", "managed") == "managed" \
+                and change.get("type") in _NORMALIZERS:
+            actions.setdefault(change["address"], kind)
+    after = _normalized_by_address(plan, source, catalog, {"create", "update", "replace",
+                                                            "no-op"})
+    before = _normalized_by_address(_before_plan(plan), source, catalog,
+                                    {"update", "replace", "delete", "no-op"}, actions)
+    return [
+        PlanCostChange(address, kind, tuple(before.get(address, ())),
+                       tuple(after.get(address, ())))
+        for address, kind in actions.items()
+    ]
+
+
+def _before_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan as if every `before` object were planned: what existed, to normalize it."""
+    changes = []
+    for change in plan.get("resource_changes") or []:
+        body = change["change"]
+        before = body.get("before")
+        if not isinstance(before, dict):
+            continue
+        changes.append({**change, "change": {
+            "actions": ["create"], "before": None, "after": before, "after_unknown": {},
+            "after_sensitive": body.get("before_sensitive") or {},
+        }})
+    return {**plan, "resource_changes": changes}
+
+
+def _normalized_by_address(
+    plan: dict[str, Any],
+    source: str,
+    catalog: Catalog,
+    kinds: set[str],
+    actions: Mapping[str, str] | None = None,
+) -> dict[str, list[Resource]]:
+    """Normalized resources of the changes whose kind is in `kinds`, by change address.
+    `actions` gives each address's kind when the plan's own actions were rewritten."""
+    index = PlanIndex(plan, catalog)
+    wanted: list[str] = []
+    for change in plan.get("resource_changes") or []:
+        index.add(change)
+        address = change["address"]
+        kind = (actions or {}).get(address) if actions is not None \
+            else _CHANGE_KINDS.get(tuple(change["change"]["actions"]))
+        if kind in kinds and change.get("type") in _NORMALIZERS \
+                and change.get("mode", "managed") == "managed" \
+                and isinstance(change["change"].get("after"), dict):
+            wanted.append(address)
+    found: dict[str, list[Resource]] = {}
+    for address in wanted:
+        planned = index.planned(address)
+        if planned is not None:
+            found[address] = [_enrich(r, catalog) for r in _normalize(planned, source)]
+    return found
+
+
 def _check_change(change: Any, position: int, source: str) -> None:
     where = f"resource_changes[{position}]"
     if not isinstance(change, dict):
@@ -1408,10 +1503,139 @@ def _aws_sagemaker_training_job(change: PlannedChange) -> list[Resource]:
             capacity=_spot_capacity(spot, unknown),
             encrypted=True,
             customer_key=_mark_key(config.is_set("volume_kms_key_id"), unknown),
+            checkpoint_uri=_checkpoint_uri(attrs, unknown),
             tags=_aws_tags(change, unknown),
             region=_aws_region(change),
         )
     ]
+
+
+def _checkpoint_uri(attrs: Attrs, unknown: set[str]) -> str | None:
+    """`checkpoint_config.s3_uri`; unknown while the block or the URI is computed."""
+    if attrs.hidden("checkpoint_config"):
+        unknown.add("checkpoint_uri")
+        return None
+    block = attrs.first("checkpoint_config")
+    if block is None:
+        return None
+    if block.hidden("s3_uri"):
+        unknown.add("checkpoint_uri")
+        return None
+    return block.text("s3_uri")
+
+
+@normalizer("aws_sagemaker_pipeline")
+def _aws_sagemaker_pipeline(change: PlannedChange) -> list[Resource]:
+    """One TRAINING_JOB per `Training` step of an inline `pipeline_definition` (JSON).
+
+    Step arguments are the CreateTrainingJob request; a `{"Get": "Parameters.X"}` value reads
+    the pipeline parameter's `DefaultValue` (what runs unless a start overrides it); any other
+    expression is unknown. A definition kept in S3 (`pipeline_definition_s3_location`) or
+    computed is not known: such a pipeline gives no resources.
+    """
+    attrs = change.attrs
+    definition = _pipeline_definition(attrs.get("pipeline_definition"))
+    if definition is None:
+        return []
+    defaults = _pipeline_defaults(definition)
+    shared: set[str] = set()
+    tags = _aws_tags(change, shared)
+    found: list[Resource] = []
+    steps = definition.get("Steps")
+    for position, step in enumerate(steps if isinstance(steps, list) else []):
+        if not isinstance(step, dict) or step.get("Type") != "Training":
+            continue
+        arguments = step.get("Arguments")
+        if isinstance(arguments, dict):
+            found.append(_pipeline_training_step(change, position, step, arguments, defaults,
+                                                 tags, shared))
+    return found
+
+
+def _pipeline_definition(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        definition = json.loads(value)
+    except ValueError:
+        return None
+    return definition if isinstance(definition, dict) else None
+
+
+def _pipeline_defaults(definition: dict[str, Any]) -> dict[str, Any]:
+    parameters = definition.get("Parameters")
+    return {
+        str(p["Name"]): p.get("DefaultValue")
+        for p in (parameters if isinstance(parameters, list) else [])
+        if isinstance(p, dict) and isinstance(p.get("Name"), str) and "DefaultValue" in p
+    }
+
+
+_UNRESOLVED = object()
+
+
+def _step_value(value: Any, defaults: Mapping[str, Any]) -> Any:
+    """A literal argument value, a parameter's default, or `_UNRESOLVED` for an expression."""
+    if isinstance(value, dict):
+        reference = value.get("Get")
+        if len(value) == 1 and isinstance(reference, str) and reference.startswith("Parameters."):
+            name = reference.removeprefix("Parameters.")
+            return defaults.get(name, _UNRESOLVED) if name in defaults else _UNRESOLVED
+        return _UNRESOLVED
+    return value
+
+
+def _pipeline_training_step(
+    change: PlannedChange,
+    position: int,
+    step: dict[str, Any],
+    arguments: dict[str, Any],
+    defaults: Mapping[str, Any],
+    tags: dict[str, str],
+    shared: set[str],
+) -> Resource:
+    unknown = set(shared)
+    found_config = arguments.get("ResourceConfig")
+    config: dict[str, Any] = found_config if isinstance(found_config, dict) else {}
+    instance_type = _step_value(config.get("InstanceType"), defaults)
+    if instance_type is _UNRESOLVED or (instance_type is not None
+                                        and not isinstance(instance_type, str)):
+        unknown.update(_TYPE_UNKNOWN)
+        instance_type = None
+    count = _step_value(config.get("InstanceCount", 1), defaults)
+    if isinstance(count, str) and count.isdigit():
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        unknown.add("count")
+        count = 1
+    spot = _step_value(arguments.get("EnableManagedSpotTraining", False), defaults)
+    capacity = _spot_capacity(spot if isinstance(spot, bool) else None, unknown)
+    checkpoint = arguments.get("CheckpointConfig")
+    uri = _step_value(checkpoint.get("S3Uri"), defaults) if isinstance(checkpoint, dict) else None
+    if uri is _UNRESOLVED:
+        unknown.add("checkpoint_uri")
+    step_tags = arguments.get("Tags")
+    own_tags = {str(t["Key"]): _tag_text(t.get("Value", "")) for t in
+                (step_tags if isinstance(step_tags, list) else [])
+                if isinstance(t, dict) and "Key" in t}
+    name = step.get("Name") if isinstance(step.get("Name"), str) else str(position)
+    return _resource(
+        change,
+        Category.TRAINING_JOB,
+        "aws",
+        unknown,
+        kind=f"{change.type}.training_step",
+        id=f"{change.address}.steps[{json.dumps(name)}]",
+        instance_type=instance_type,
+        count=count,
+        capacity=capacity,
+        encrypted=True,
+        customer_key=bool(config.get("VolumeKmsKeyId")),
+        checkpoint_uri=uri if isinstance(uri, str) and uri else None,
+        tags={**tags, **own_tags},
+        region=_aws_region(change),
+        raw={"pipeline": change.address, "step": step},
+    )
 
 
 @normalizer("aws_sagemaker_endpoint_configuration")

@@ -1,0 +1,237 @@
+"""Benchmark Rego policies: the embedded engine on a 5,000-change plan, and admission reviews/s.
+
+Plan: the generated 5,000-change plan (`bench/gen_plan.py`, seed 42) is read and normalized
+once; then timed, each as `Engine.evaluate(resources, now, door="plan", plans=[plan])`:
+
+- the built-in YAML `gpu-spot-required` (plain Python, the baseline);
+- its Rego twin `policies/rego/gpu_spot_required.rego`, embedded (regorus), split into the
+  input hand-over (`set_input_json` of the keys the policy reads) and the whole evaluation;
+- a conftest-style Rego spot policy (on-demand GPU instance types, no unknowns, joins or
+  production tags), to show what the plan hand-over alone costs.
+
+The twin's findings are checked equal to the YAML policy's before anything is reported.
+
+Admission: one GPU Pod AdmissionReview request evaluated at the admission door (as the webhook
+does for each request) through `required-cost-tags` as YAML, as its Rego twin embedded, and as
+the twin on a remote OPA (the loopback stand-in `engine.rego.stub_server`: no OPA binary can
+be installed here), sequentially and from 8 threads (the webhook's worker threads).
+
+    python bench/bench_rego.py                  # 3 repeats, 2,000 reviews per case
+    python bench/bench_rego.py --reviews 500 --repeat 1 --plan bench/out/plan-5000.json
+
+Writes only under bench/out/ (rego.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import orjson  # noqa: E402
+import yaml  # noqa: E402
+
+from engine.evaluate import Engine  # noqa: E402
+from engine.model import Report, Resource, State  # noqa: E402
+from engine.policy import load_policies  # noqa: E402
+from engine.rego.inputs import admission_request, request_for_manifest  # noqa: E402
+from engine.rego.policy import catalog_document  # noqa: E402
+from engine.sources.kubernetes import workload_resource  # noqa: E402
+from engine.sources.terraform import plan_resources, read_plan  # noqa: E402
+
+OUT_DIR = Path(__file__).resolve().parent / "out"
+REGO_PACK = REPO / "policies" / "rego"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+CONFTEST_STYLE = """\
+package bench.simple
+
+import rego.v1
+
+deny contains {"msg": msg, "resource": rc.address} if {
+	some rc in input.resource_changes
+	rc.type == "aws_instance"
+	rc.change.actions == ["create"]
+	after := rc.change.after
+	data.gpuwarden.catalog.instance_types[after.instance_type].gpu_count > 0
+	count(object.get(after, "instance_market_options", [])) == 0
+	msg := sprintf("%s runs on-demand GPUs", [rc.address])
+}
+"""
+
+
+def timed(function: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median seconds of `repeat` runs, and the last result."""
+    seconds, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = function()
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds), result
+
+
+def plan_path(arg: str | None, seed: int) -> Path:
+    if arg:
+        return Path(arg)
+    path = OUT_DIR / "plan-5000.json"
+    if not path.exists():
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(REPO / "bench" / "gen_plan.py"), "-n", "5000",
+                        "--seed", str(seed), "-o", str(path)], check=True)
+    return path
+
+
+def key(report: Report) -> list[tuple[Any, ...]]:
+    return sorted((f.resource.id, f.result, f.enforcement, f.estimated_monthly_usd)
+                  for f in report.findings)
+
+
+def bench_plan(path: Path, repeat: int) -> dict[str, Any]:
+    plan = read_plan(str(path))
+    yaml_engine = Engine([p for p in load_policies(["builtin"]) if p.id == "gpu-spot-required"])
+    resources = plan_resources(plan, str(path), yaml_engine.catalog)
+    twin = Engine(load_policies([str(REGO_PACK / "gpu_spot_required.yaml")]))
+    with tempfile.TemporaryDirectory() as scratch:
+        module = Path(scratch) / "simple.rego"
+        module.write_text(CONFTEST_STYLE, "utf-8")
+        wrapper = Path(scratch) / "simple.yaml"
+        wrapper.write_text(yaml.safe_dump({"policies": [{
+            "id": "simple-spot", "title": "simple", "severity": "high",
+            "resources": ["instance"], "enforcement": {"plan": "deny"},
+            "rego": {"module": "simple.rego", "data": ["builtin:catalog"], "input": "plan"}}]}))
+        simple = Engine(load_policies([str(wrapper)]))
+
+    yaml_s, yaml_report = timed(lambda: yaml_engine.evaluate(resources, NOW, door="plan"), repeat)
+    rego_s, rego_report = timed(
+        lambda: twin.evaluate(resources, NOW, door="plan", plans=[plan]), repeat)
+    if key(rego_report) != key(yaml_report):
+        raise SystemExit("the Rego twin's findings differ from the YAML policy's: not reporting")
+    simple_s, simple_report = timed(
+        lambda: simple.evaluate(resources, NOW, door="plan", plans=[plan]), repeat)
+
+    import regorus
+
+    program = twin.policies[0].rego
+    assert program is not None
+    handed = orjson.dumps(program.plan_input(plan)).decode()
+    engine = regorus.Engine()
+    engine.add_data_json(orjson.dumps(catalog_document()).decode())
+    input_s, _ = timed(lambda: engine.set_input_json(handed), repeat)
+    return {
+        "changes": len(plan.get("resource_changes") or []),
+        "normalized_resources": len(resources),
+        "findings": len(rego_report.findings),
+        "yaml_builtin_s": round(yaml_s, 4),
+        "rego_twin_embedded_s": round(rego_s, 4),
+        "rego_twin_input_handover_s": round(input_s, 4),
+        "rego_twin_input_mib": round(len(handed) / 2**20, 1),
+        "conftest_style_embedded_s": round(simple_s, 4),
+        "conftest_style_findings": len(simple_report.findings),
+    }
+
+
+def review_resource() -> tuple[dict[str, Any], Resource]:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "trainer", "namespace": "ml", "labels": {"team": "ml"}},
+           "spec": {"containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:24.05",
+                                    "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    request = request_for_manifest(pod)
+    resource = workload_resource(pod, {}, state=State.PLANNED)
+    assert resource is not None
+    return request, resource
+
+
+def reviews_per_second(engine: Engine, reviews: int, threads: int) -> float:
+    request, resource = review_resource()
+
+    def one(_: int) -> int:
+        with admission_request(request):
+            return len(engine.evaluate([resource], NOW, door="admission").findings)
+
+    one(0)  # warm: engines per thread, uploads, connections
+    started = time.perf_counter()
+    if threads == 1:
+        found = [one(i) for i in range(reviews)]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            found = list(pool.map(one, range(reviews)))
+    elapsed = time.perf_counter() - started
+    assert all(n == found[0] == 1 for n in found), found[:3]
+    return reviews / elapsed
+
+
+def remote_engine(url: str, scratch: Path) -> Engine:
+    document = yaml.safe_load((REGO_PACK / "required_cost_tags.yaml").read_text("utf-8"))
+    for policy in document["policies"]:
+        policy["rego"].update({"module": str(REGO_PACK / policy["rego"]["module"]),
+                               "evaluator": "remote", "opa_url": url})
+    path = scratch / "remote.yaml"
+    path.write_text(yaml.safe_dump(document), "utf-8")
+    return Engine(load_policies([str(path)]))
+
+
+def bench_admission(reviews: int, repeat: int) -> dict[str, Any]:
+    from engine.rego.stub_server import serve
+
+    cases: dict[str, Any] = {}
+    yaml_engine = Engine([p for p in load_policies(["builtin"]) if p.id == "required-cost-tags"])
+    embedded = Engine(load_policies([str(REGO_PACK / "required_cost_tags.yaml")]))
+    with serve() as (url, _), tempfile.TemporaryDirectory() as scratch:
+        remote = remote_engine(url, Path(scratch))
+        for name, engine in (("yaml_builtin", yaml_engine), ("rego_embedded", embedded),
+                             ("rego_remote_stub", remote)):
+            for threads in (1, 8):
+                rates = [reviews_per_second(engine, reviews, threads) for _ in range(repeat)]
+                cases[f"{name}_{threads}_thread{'s' if threads > 1 else ''}"] = round(
+                    statistics.median(rates), 1)
+    return cases
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", help="plan JSON (default: generate the 5,000-change plan)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--reviews", type=int, default=2000)
+    args = parser.parse_args()
+
+    results = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "plan": bench_plan(plan_path(args.plan, args.seed), args.repeat),
+        "admission_reviews_per_s": bench_admission(args.reviews, args.repeat),
+    }
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / "rego.json").write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    plan = results["plan"]
+    print(f"plan: {plan['changes']} changes, {plan['normalized_resources']} resources, "
+          f"{plan['findings']} findings (twin == YAML)")
+    print(f"  YAML built-in gpu-spot-required     {plan['yaml_builtin_s']:8.3f} s")
+    print(f"  Rego twin, embedded                 {plan['rego_twin_embedded_s']:8.3f} s "
+          f"(of which input hand-over {plan['rego_twin_input_handover_s']:.3f} s, "
+          f"{plan['rego_twin_input_mib']} MiB)")
+    print(f"  conftest-style Rego, embedded       {plan['conftest_style_embedded_s']:8.3f} s")
+    print("admission reviews/s (1 thread / 8 threads):")
+    rates = results["admission_reviews_per_s"]
+    for name in ("yaml_builtin", "rego_embedded", "rego_remote_stub"):
+        print(f"  {name:34} {rates[name + '_1_thread']:8.0f} / {rates[name + '_8_threads']:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""Rego messages → findings, with the same shape, enforcement, exemptions and costs as YAML ones.
+
+- **Per resource** (`input: resource | admission`): the engine's loop has already applied the
+  categories and exemptions; a scope condition, when the policy has one, is tested first. No
+  message is a pass.
+- **Per plan** (`input: plan`): one evaluation per plan document. A message's `resource` names
+  a resource address; the finding is about the normalized resource with that id (its tags for
+  exemptions, its price for the dollar estimate, its remediation), else about the plan's change
+  at that address, else about the plan itself.
+- **Rules.** `deny` / `violation` fail with the policy's enforcement at the door; `warn` fails
+  with at most `warn` (a `deny` door warns, `audit` stays `audit`); `unknown` is an undecidable
+  (`unknown`) result. Messages of one resource with the same rule kind and severity make one
+  finding (joined with "; ", all of them in `details.messages`).
+- **Failures at admission.** When the evaluator cannot answer (OPA down, an error at
+  evaluation), `failure_policy: Ignore` gives an `unknown` finding (the webhook warns) and
+  `Fail` a failing one (the webhook denies); at the other doors the error stops the run (exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.conditions import EvalContext
+from engine.costs import Estimate, estimate
+from engine.labels import is_exempt, is_production
+from engine.model import Door, Enforcement, Finding, Resource, ResourceRef
+from engine.rego.common import RegoError, RegoUnavailable
+from engine.rego.policy import RegoMessage, RegoProgram
+from remediations.registry import plan_remediation
+
+if TYPE_CHECKING:
+    from engine.evaluate import Engine
+    from engine.policy import CompiledPolicy
+
+_PROVIDERS = {"google": "gcp", "google-beta": "gcp", "azurerm": "azure", "azapi": "azure"}
+
+
+@dataclass
+class RegoOutcome:
+    findings: list[Finding] = field(default_factory=list)
+    passed: int = 0
+    exempted: int = 0
+
+
+def program_of(policy: CompiledPolicy) -> RegoProgram:
+    program = policy.rego
+    assert program is not None, f"{policy.id} is not a Rego policy"
+    return program
+
+
+# ---------------------------------------------------------------------------- per resource
+
+
+def resource_outcome(engine: Engine, policy: CompiledPolicy, resource: Resource,
+                     ctx: EvalContext, door: Door, show_passed: bool) -> RegoOutcome:
+    program = program_of(policy)
+    if not program.applies(door, resource):
+        return RegoOutcome()
+    scope = True if policy.scope is None else policy.scope.test(resource, ctx)
+    if scope is False:
+        return RegoOutcome()
+    try:
+        messages = program.messages(program.input_for(resource, policy.spec.parameters), door)
+    except (RegoUnavailable, RegoError) as exc:
+        if door != "admission":
+            raise
+        messages = [failure_message(program, exc)]
+    if scope is None:  # the scope is undecided: a violation is only as sure as the scope
+        messages = [RegoMessage("unknown", m.msg, m.severity, m.resource, m.details)
+                    if m.rule != "warn" else m for m in messages]
+    if not messages:
+        passes = [pass_finding(engine, policy, resource, door)] if show_passed else []
+        return RegoOutcome(passes, passed=1)
+    return RegoOutcome(build_findings(engine, policy, resource, ResourceRef.of(resource),
+                                      messages, door))
+
+
+def failure_message(program: RegoProgram, exc: Exception) -> RegoMessage:
+    if program.spec.failure_policy == "Fail":
+        return RegoMessage("deny", f"policy not evaluated, denied by failure_policy Fail: {exc}")
+    return RegoMessage("unknown", f"policy not evaluated (failure_policy Ignore): {exc}")
+
+
+# ---------------------------------------------------------------------------- per plan
+
+
+def plan_outcome(engine: Engine, policies: Sequence[CompiledPolicy],
+                 plans: Sequence[Mapping[str, Any]], resources: Mapping[str, Resource],
+                 ) -> RegoOutcome:
+    outcome = RegoOutcome()
+    for policy in policies:
+        if policy.enforcement("plan") == "off":
+            continue
+        program = program_of(policy)
+        for index, plan in enumerate(plans):
+            messages = program.messages(program.plan_input(plan), "plan")
+            changes: dict[str, Mapping[str, Any]] | None = None
+            for target, grouped in _by_target(messages).items():
+                resource = resources.get(target) if target else None
+                if resource is None and target and changes is None:
+                    changes = _changes_by_address(plan)
+                ref = ResourceRef.of(resource) if resource else _plan_ref(
+                    target, changes or {}, index, len(plans))
+                if _exempt(policy, resource, ref):
+                    outcome.exempted += 1
+                    continue
+                outcome.findings.extend(build_findings(engine, policy, resource, ref, grouped,
+                                                       "plan"))
+    return outcome
+
+
+def _by_target(messages: Iterable[RegoMessage]) -> dict[str | None, list[RegoMessage]]:
+    grouped: dict[str | None, list[RegoMessage]] = {}
+    for message in messages:
+        grouped.setdefault(message.resource, []).append(message)
+    return grouped
+
+
+def _exempt(policy: CompiledPolicy, resource: Resource | None, ref: ResourceRef) -> bool:
+    if resource is not None and is_exempt(resource, policy.id):
+        return True
+    return any(pattern.match(ref.id) for pattern in policy.exempt)
+
+
+def _changes_by_address(plan: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    changes = plan.get("resource_changes")
+    return {change["address"]: change for change in changes if isinstance(change, dict)
+            and isinstance(change.get("address"), str)} if isinstance(changes, list) else {}
+
+
+def _plan_ref(target: str | None, changes: Mapping[str, Mapping[str, Any]], index: int,
+              count: int) -> ResourceRef:
+    change = changes.get(target or "")
+    if change is not None and target:
+        provider = str(change.get("provider_name") or "terraform").rsplit("/", 1)[-1]
+        return ResourceRef(provider=_PROVIDERS.get(provider, provider),
+                           kind=str(change.get("type") or "resource"), id=target, name=target)
+    name = target or ("plan" if count == 1 else f"plan[{index}]")
+    return ResourceRef(provider="terraform", kind="plan", id=name, name=name)
+
+
+# ---------------------------------------------------------------------------- findings
+
+
+def _enforcement(policy: CompiledPolicy, rule: str, door: Door) -> Enforcement:
+    at_door = policy.enforcement(door)
+    if rule == "warn" and at_door == "deny":
+        return "warn"
+    return at_door
+
+
+def build_findings(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
+                   ref: ResourceRef, messages: Sequence[RegoMessage], door: Door,
+                   ) -> list[Finding]:
+    groups: dict[tuple[str, Enforcement, str], list[RegoMessage]] = {}
+    for message in messages:
+        severity = (message.severity or policy.spec.severity).value
+        key = (message.result, _enforcement(policy, message.rule, door), severity)
+        groups.setdefault(key, []).append(message)
+    return [_finding(engine, policy, resource, ref, grouped, door, enforcement)
+            for (_, enforcement, _), grouped in groups.items()]
+
+
+def _finding(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
+             ref: ResourceRef, messages: list[RegoMessage], door: Door,
+             enforcement: Enforcement) -> Finding:
+    first = messages[0]
+    result = first.result
+    details: dict[str, Any] = {"rule": first.rule}
+    for message in messages:
+        for key, value in message.details.items():
+            details.setdefault(key, value)
+    if len(messages) > 1:
+        details["messages"] = [m.msg for m in messages]
+    cost = (estimate(policy.spec.cost, resource, engine.catalog, details) if resource
+            else Estimate(0.0, "not priced: not a resource gpuwarden normalizes"))
+    text = "; ".join(dict.fromkeys(m.msg for m in messages))
+    if policy.spec.message:
+        text = " ".join(policy.message.render(
+            msg=text, messages=[m.msg for m in messages], resource=resource, r=resource,
+            params=policy.spec.parameters, details=details, cost=cost.monthly_usd,
+            verdict=result,
+        ).split())
+    remediation = None
+    if result == "fail" and resource is not None:
+        remediation = plan_remediation(policy.spec.remediations, resource, details,
+                                       enforcement=enforcement, door=door,
+                                       production=is_production(resource))
+    return Finding(
+        policy=policy.id, title=policy.spec.title, severity=first.severity or policy.spec.severity,
+        result=result, resource=ref, message=text, enforcement=enforcement,
+        estimated_monthly_usd=cost.monthly_usd if result == "fail" else 0.0,
+        cost_basis=cost.basis, remediation=remediation,
+        location=resource.location if resource else None, details=details,
+    )
+
+
+def pass_finding(engine: Engine, policy: CompiledPolicy, resource: Resource,
+                 door: Door) -> Finding:
+    return Finding(
+        policy=policy.id, title=policy.spec.title, severity=policy.spec.severity, result="pass",
+        resource=ResourceRef.of(resource), message=f"{resource.name}: {policy.spec.title}",
+        enforcement=policy.enforcement(door), estimated_monthly_usd=0.0,
+        cost_basis="no violation", location=resource.location,
+    )
