@@ -213,9 +213,10 @@ def scan(
 
     sources = list(source or [])
     if demo:
-        from engine.demo import demo_snapshot_path
+        from engine.demo import demo_policy_paths, demo_snapshot_path
 
         sources.append(f"snapshot:{demo_snapshot_path()}")
+        policies = policies or demo_policy_paths()
     if not sources:
         _fail("nothing to scan: give --demo or --source aws|gcp|azure|k8s|snapshot:FILE")
     if enforce and all(spec.startswith("snapshot") for spec in sources):

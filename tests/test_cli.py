@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.cli import main
-from engine.demo import demo_snapshot_path
+from engine.demo import demo_policy_paths, demo_snapshot_path
 from tests.conftest import REFERENCE
 
 GPU_PLAN: dict[str, Any] = {
@@ -202,8 +202,9 @@ def test_snapshot_source_reads_the_demo_bundle(capsys: pytest.CaptureFixture[str
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     args = ["--now", "2026-12-01T12:00:00Z", "-f", "json"]
     _, demo, _ = run_cli(["scan", "--demo", *args], capsys, monkeypatch)
-    _, snap, _ = run_cli(["scan", "--source", f"snapshot:{demo_snapshot_path()}", *args],
-                         capsys, monkeypatch)
+    policies = [arg for path in demo_policy_paths() for arg in ("--policies", path)]
+    _, snap, _ = run_cli(["scan", "--source", f"snapshot:{demo_snapshot_path()}", *policies,
+                          *args], capsys, monkeypatch)
     assert json.loads(demo)["findings"] == json.loads(snap)["findings"]
 
 

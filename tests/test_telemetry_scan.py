@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine.cli import main
+from engine.demo import demo_policy_paths
 from tests.test_kubernetes_live import FakeApi, make_handler
 from tests.test_kubernetes_live import estate as cluster_estate
 
@@ -104,7 +105,8 @@ def test_demo_scan_saved_and_replayed_gives_the_same_findings(
     saved = tmp_path / "saved.json"
     run_cli(["scan", "--demo", "--now", BUSINESS_HOURS, "--save-snapshot", str(saved)],
             capsys, monkeypatch)
-    _, out, _ = run_cli(["scan", "--source", f"snapshot:{saved}", "-f", "json", "--now",
+    policies = [arg for path in demo_policy_paths() for arg in ("--policies", path)]
+    _, out, _ = run_cli(["scan", "--source", f"snapshot:{saved}", *policies, "-f", "json", "--now",
                          BUSINESS_HOURS], capsys, monkeypatch)
     assert json.loads(out)["findings"] == demo_report["findings"]
 
