@@ -1,4 +1,5 @@
-"""The bundled demo estate: a GPU-heavy Terraform plan and Kubernetes objects in one snapshot."""
+"""The bundled demo estate: a GPU-heavy Terraform plan, Kubernetes objects, live AWS/GCP/Azure
+inventory and GPU telemetry in one snapshot bundle."""
 
 from __future__ import annotations
 

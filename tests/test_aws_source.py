@@ -542,3 +542,20 @@ def test_the_adapter_does_not_import_boto3_until_it_scans() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_training_job_checkpoint_uri_is_normalized() -> None:
+    from engine.catalog import builtin_catalog
+    from engine.sources.aws import region_resources
+
+    job = {"TrainingJobName": "ft", "TrainingJobStatus": "InProgress",
+           "EnableManagedSpotTraining": True,
+           "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1}}
+    with_ckpt = {**job, "TrainingJobName": "ft2",
+                 "CheckpointConfig": {"S3Uri": "s3://acme/ckpt/ft2"}}
+    scan = {"account": "123456789012", "region": "us-east-1",
+            "training_jobs": [job, with_ckpt]}
+    found = {r.name: r for r in region_resources(scan, builtin_catalog())}
+    assert found["ft"].checkpoint_uri is None
+    assert found["ft2"].checkpoint_uri == "s3://acme/ckpt/ft2"
+    assert found["ft2"].capacity.value == "spot"

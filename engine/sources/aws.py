@@ -932,9 +932,16 @@ def training_job_resource(region: _Region, job: Mapping[str, Any]) -> Resource:
         instance_type=instance_type, count=int(count or 1),
         capacity=Capacity.SPOT if job.get("EnableManagedSpotTraining") else Capacity.ON_DEMAND,
         encrypted=True, customer_key=bool(config.get("VolumeKmsKeyId")),
+        checkpoint_uri=_checkpoint_uri(job),
         state=State.RUNNING if running else State.STOPPED,
         unknown=frozenset() if instance_type else _TYPE_UNKNOWN, raw=dict(job),
     )
+
+
+def _checkpoint_uri(job: Mapping[str, Any]) -> str | None:
+    config = job.get("CheckpointConfig")
+    uri = config.get("S3Uri") if isinstance(config, Mapping) else None
+    return uri if isinstance(uri, str) and uri else None
 
 
 _NOTEBOOK_STATES = {"Pending": State.RUNNING, "InService": State.RUNNING,
