@@ -14,8 +14,6 @@ kept in an annotation so the workload can be restored. Guard rails:
 
 from __future__ import annotations
 
-import getpass
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,9 +22,9 @@ from typing import IO, Any
 
 import orjson
 
-from engine import __version__
 from engine.errors import InputError
 from engine.model import Finding, Remediation, Report, Resource
+from remediations.runner import default_actor
 
 PREVIOUS_REPLICAS = "gpuwarden.io/previous-replicas"
 PREVIOUS_SUSPEND = "gpuwarden.io/previous-suspend"
@@ -47,14 +45,6 @@ _TARGETS: dict[str, _Target] = {
     "StatefulSet": _Target("apps/v1", "AppsV1Api", "stateful_set"),
     "CronJob": _Target("batch/v1", "BatchV1Api", "cron_job"),
 }
-
-
-def default_actor() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"gpuwarden/{__version__} {user}@{socket.gethostname()}"
 
 
 def apply_kubernetes_remediations(
