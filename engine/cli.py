@@ -44,6 +44,23 @@ SoftFailOpt = Annotated[bool, typer.Option("--soft-fail", help="Always exit 0 on
 ShowPassedOpt = Annotated[bool, typer.Option("--show-passed", help="List passes too.")]
 PricesOpt = Annotated[Path | None, typer.Option("--prices", help="CSV of instance_type,"
                                                 "on_demand_usd_hr overriding list prices.")]
+SourceOpt = Annotated[list[str] | None, typer.Option(
+    "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")]
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig for --source k8s (default: in-cluster or ~/.kube/config).")]
+ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context.")]
+PrometheusUrlOpt = Annotated[str | None, typer.Option(
+    "--prometheus-url", help="Prometheus with DCGM exporter metrics, for GPU telemetry.")]
+PrometheusTokenOpt = Annotated[str | None, typer.Option(
+    "--prometheus-token", envvar="GPUWARDEN_PROMETHEUS_TOKEN", help="Bearer token.")]
+PrometheusBasicAuthOpt = Annotated[str | None, typer.Option(
+    "--prometheus-basic-auth", envvar="GPUWARDEN_PROMETHEUS_BASIC_AUTH", help="user:password.")]
+PrometheusCaOpt = Annotated[str | None, typer.Option(
+    "--prometheus-ca", help="CA bundle for Prometheus TLS.")]
+DcgmUrlOpt = Annotated[str | None, typer.Option(
+    "--dcgm-url", help="A dcgm-exporter /metrics endpoint, for an instant reading.")]
+WindowOpt = Annotated[int, typer.Option(
+    "--telemetry-window", min=60, help="Telemetry look-back window in seconds.")]
 
 
 def _fail(message: str) -> NoReturn:
@@ -155,8 +172,7 @@ def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
 @app.command("scan")
 def scan(
     demo: Annotated[bool, typer.Option("--demo", help="Scan the bundled sample estate.")] = False,
-    source: Annotated[list[str] | None, typer.Option(
-        "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")] = None,
+    source: SourceOpt = None,
     policies: PoliciesOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
@@ -186,24 +202,14 @@ def scan(
     subscription: Annotated[list[str] | None, typer.Option(
         "--subscription", help="Azure subscriptions (repeatable; default: all visible).")
     ] = None,
-    kubeconfig: Annotated[str | None, typer.Option(
-        "--kubeconfig", help="kubeconfig for --source k8s (default: in-cluster or "
-        "~/.kube/config).")] = None,
-    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
-    prometheus_url: Annotated[str | None, typer.Option(
-        "--prometheus-url", help="Prometheus with DCGM exporter metrics, for GPU telemetry.")
-    ] = None,
-    prometheus_token: Annotated[str | None, typer.Option(
-        "--prometheus-token", envvar="GPUWARDEN_PROMETHEUS_TOKEN", help="Bearer token.")] = None,
-    prometheus_basic_auth: Annotated[str | None, typer.Option(
-        "--prometheus-basic-auth", envvar="GPUWARDEN_PROMETHEUS_BASIC_AUTH",
-        help="user:password.")] = None,
-    prometheus_ca: Annotated[str | None, typer.Option(
-        "--prometheus-ca", help="CA bundle for Prometheus TLS.")] = None,
-    dcgm_url: Annotated[str | None, typer.Option(
-        "--dcgm-url", help="A dcgm-exporter /metrics endpoint, for an instant reading.")] = None,
-    window: Annotated[int, typer.Option(
-        "--telemetry-window", min=60, help="Telemetry look-back window in seconds.")] = 3600,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    prometheus_url: PrometheusUrlOpt = None,
+    prometheus_token: PrometheusTokenOpt = None,
+    prometheus_basic_auth: PrometheusBasicAuthOpt = None,
+    prometheus_ca: PrometheusCaOpt = None,
+    dcgm_url: DcgmUrlOpt = None,
+    window: WindowOpt = 3600,
 ) -> None:
     """Scan live or exported state (or the demo estate) against the policies."""
     _check_choice("--format", fmt, FORMATS)
@@ -378,24 +384,15 @@ def telemetry_nvml(
 @telemetry_app.command("show")
 def telemetry_show(
     demo: Annotated[bool, typer.Option("--demo", help="The bundled sample estate.")] = False,
-    source: Annotated[list[str] | None, typer.Option(
-        "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")] = None,
-    prometheus_url: Annotated[str | None, typer.Option(
-        "--prometheus-url", help="Prometheus with DCGM exporter metrics.")] = None,
-    prometheus_token: Annotated[str | None, typer.Option(
-        "--prometheus-token", envvar="GPUWARDEN_PROMETHEUS_TOKEN", help="Bearer token.")] = None,
-    prometheus_basic_auth: Annotated[str | None, typer.Option(
-        "--prometheus-basic-auth", envvar="GPUWARDEN_PROMETHEUS_BASIC_AUTH",
-        help="user:password.")] = None,
-    prometheus_ca: Annotated[str | None, typer.Option(
-        "--prometheus-ca", help="CA bundle for Prometheus TLS.")] = None,
-    dcgm_url: Annotated[str | None, typer.Option(
-        "--dcgm-url", help="A dcgm-exporter /metrics endpoint.")] = None,
-    window: Annotated[int, typer.Option(
-        "--telemetry-window", min=60, help="Look-back window in seconds.")] = 3600,
-    kubeconfig: Annotated[str | None, typer.Option(
-        "--kubeconfig", help="kubeconfig for --source k8s.")] = None,
-    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
+    source: SourceOpt = None,
+    prometheus_url: PrometheusUrlOpt = None,
+    prometheus_token: PrometheusTokenOpt = None,
+    prometheus_basic_auth: PrometheusBasicAuthOpt = None,
+    prometheus_ca: PrometheusCaOpt = None,
+    dcgm_url: DcgmUrlOpt = None,
+    window: WindowOpt = 3600,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
     now: NowOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table|json")] = "table",
 ) -> None:
