@@ -14,19 +14,11 @@ from pydantic import Field
 
 from engine import offhours
 from engine.catalog import MigProfile
-from engine.conditions import Check, CheckArgs, EvalContext, register_check
+from engine.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.labels import is_production, missing_tags
 from engine.model import Resource, Telemetry
 from engine.telemetry.series import format_duration, parse_duration
 from engine.tristate import Tri
-
-
-def _param(params: Mapping[str, Any], name: str | None, fallback: Any) -> Any:
-    if name is None:
-        return fallback
-    if name not in params:
-        raise KeyError(f"unknown parameter {name!r}")
-    return params[name]
 
 
 class _FlagArgs(CheckArgs):
@@ -84,7 +76,7 @@ class TagsMissing(Check):
 
     def __init__(self, args: _TagsArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        required = args.tags if args.tags is not None else _param(params, args.param, None)
+        required = args.tags if args.tags is not None else param_value(params, args.param, None)
         if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
             raise ValueError("required tags must be a list of strings")
         self.required: list[str] = required
@@ -116,8 +108,8 @@ class OffHours(Check):
 
     def __init__(self, args: _OffhoursArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.default = offhours.parse_schedule(str(_param(params, args.default_param, None)))
-        self.tag = str(_param(params, args.tag_param, None))
+        self.default = offhours.parse_schedule(str(param_value(params, args.default_param, None)))
+        self.tag = str(param_value(params, args.tag_param, None))
         self._transitions: dict[tuple[str, datetime], list[tuple[datetime, str]]] = {}
 
     def schedule_for(self, resource: Resource) -> offhours.Schedule | None:
@@ -184,8 +176,8 @@ class MigFit(Check):
 
     def __init__(self, args: _MigArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.headroom = float(_param(params, args.headroom_param, 0.2))
-        self.max_fraction = float(_param(params, args.max_fraction_param, 0.5))
+        self.headroom = float(param_value(params, args.headroom_param, 0.2))
+        self.max_fraction = float(param_value(params, args.max_fraction_param, 0.5))
 
     def profile(self, resource: Resource, ctx: EvalContext) -> MigProfile | None:
         need = _memory_need_gib(resource)
@@ -244,7 +236,7 @@ class ActivityBelow(Check):
 
     def __init__(self, args: _ActivityArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.threshold = float(_param(params, args.threshold_param, None))
+        self.threshold = float(param_value(params, args.threshold_param, None))
         # The policy's window is the shortest look-back it judges (absent: any telemetry).
         window = params.get(args.window_param) if args.window_param else None
         self.window = 0 if window is None else parse_duration(window)
@@ -297,7 +289,7 @@ class Unencrypted(Check):
 
     def __init__(self, args: _EncryptionArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.require_customer_key = bool(_param(params, args.customer_key_param, False))
+        self.require_customer_key = bool(param_value(params, args.customer_key_param, False))
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if resource.is_unknown("encrypted") or resource.encrypted is None:

@@ -12,19 +12,13 @@ from typing import Any
 
 from engine.budget import load_budgets
 from engine.catalog import HOURS_PER_MONTH, Catalog, InstanceType
-from engine.conditions import Check, CheckArgs, EvalContext, register_check
+from engine.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.costs import Estimate, estimator
 from engine.model import Category, Resource, Telemetry
 from engine.telemetry.series import format_duration, parse_duration
 from engine.tristate import Tri
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def _param(params: Mapping[str, Any], name: str) -> Any:
-    if name not in params:
-        raise KeyError(f"unknown parameter {name!r}")
-    return params[name]
 
 
 def _either(first: Tri, second: Tri) -> Tri:
@@ -54,7 +48,7 @@ class NamespaceSelected(Check):
 
     def __init__(self, args: _NamespaceArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        listed = [] if args.namespaces_param is None else _param(params, args.namespaces_param)
+        listed = [] if args.namespaces_param is None else param_value(params, args.namespaces_param)
         if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
             raise ValueError(f"parameter {args.namespaces_param!r} must be a list of names")
         self.namespaces = frozenset(listed)
@@ -86,7 +80,7 @@ class CheckpointMissing(Check):
 
     def __init__(self, args: _CheckpointArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        globs = _param(params, args.paths_param)
+        globs = param_value(params, args.paths_param)
         if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
             raise ValueError(f"parameter {args.paths_param!r} must be a list of globs")
         self.globs = [g.lower() for g in globs]
@@ -141,9 +135,9 @@ class RightSize(Check):
 
     def __init__(self, args: _RightSizeArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.window = parse_duration(_param(params, args.window_param))
-        self.threshold = float(_param(params, args.threshold_param))
-        self.busy = float(_param(params, args.busy_param))
+        self.window = parse_duration(param_value(params, args.window_param))
+        self.threshold = float(param_value(params, args.threshold_param))
+        self.busy = float(param_value(params, args.busy_param))
 
     # telemetry ---------------------------------------------------------------------------
 
@@ -270,8 +264,8 @@ class OverBudget(Check):
 
     def __init__(self, args: _BudgetArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
-        self.budgets = load_budgets(_param(params, args.budgets_param),
-                                    _param(params, args.file_param))
+        self.budgets = load_budgets(param_value(params, args.budgets_param),
+                                    param_value(params, args.file_param))
 
     def budget_of(self, resource: Resource) -> float | None:
         return self.budgets.get(resource.name.strip().lower())

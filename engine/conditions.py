@@ -85,6 +85,15 @@ class Check(Condition):
 CHECKS: dict[str, type[Check]] = {}
 
 
+def param_value(params: Mapping[str, Any], name: str | None, fallback: Any = None) -> Any:
+    """The policy parameter a check's argument names; `fallback` when it names none."""
+    if name is None:
+        return fallback
+    if name not in params:
+        raise KeyError(f"unknown parameter {name!r}")
+    return params[name]
+
+
 def register_check(cls: type[Check]) -> type[Check]:
     CHECKS[cls.key] = cls
     return cls

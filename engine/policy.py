@@ -39,7 +39,7 @@ from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity
 from engine.rego.policy import RegoProgram, RegoSpec, RegoVerdict, compile_rego
-from engine.yamlsource import line_of, load_yaml_documents
+from engine.yamlsource import line_at, line_of, load_yaml_documents
 from remediations.registry import ACTIONS
 
 BUILTIN = "builtin"
@@ -229,19 +229,6 @@ def _policy_files(path: str) -> list[Path]:
     return [target]
 
 
-def _line_for(doc: Any, loc: tuple[int | str, ...]) -> int | None:
-    """The line of the deepest node on a pydantic error path."""
-    node, line = doc, line_of(doc)
-    for key in loc:
-        line = line_of(node, str(key)) or line
-        try:
-            node = node[key]
-        except (KeyError, IndexError, TypeError):
-            break
-        line = line_of(node) or line
-    return line
-
-
 def _validation_message(error: Mapping[str, Any]) -> str:
     loc = ".".join(str(part) for part in error["loc"])
     if error["type"] == "extra_forbidden":
@@ -267,7 +254,7 @@ def parse_policy_file(text: str, file: str) -> ParsedFile:
         except ValidationError as exc:
             error = exc.errors()[0]
             raise InputError(
-                _validation_message(error), file=file, line=_line_for(doc, error["loc"])
+                _validation_message(error), file=file, line=line_at(doc, error["loc"])
             ) from None
         parsed.policies.extend(zip(part.policies, doc.get("policies") or [], strict=True))
         parsed.overrides.update(part.overrides)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -65,3 +66,16 @@ def line_of(value: Any, key: str | None = None) -> int | None:
     if key is not None and isinstance(value, LineDict) and key in value.key_lines:
         return value.key_lines[key]
     return getattr(value, "line", None)
+
+
+def line_at(doc: Any, loc: Iterable[int | str]) -> int | None:
+    """The line of the deepest node on a path into a loaded document (a pydantic error `loc`)."""
+    node, line = doc, line_of(doc)
+    for key in loc:
+        line = line_of(node, str(key)) or line
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        line = line_of(node) or line
+    return line

@@ -28,7 +28,7 @@ cases:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +45,7 @@ from engine.model import Door, Enforcement, Finding, Resource, Severity, State
 from engine.policy import BUILTIN, CompiledPolicy, load_policies
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
 from engine.rego.inputs import admission_request, request_for_manifest, request_of
-from engine.yamlsource import line_of, load_yaml_documents
+from engine.yamlsource import line_at, load_yaml_documents
 
 DEFAULT_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, inside business hours
 Status = Literal["pass", "fail", "error"]
@@ -228,7 +228,7 @@ def run_case_file(path: Path, local: Sequence[CompiledPolicy],
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
         raise InputError(f"{where}: {error['msg']}", file=shown,
-                         line=_line(node, error["loc"])) from None
+                         line=line_at(node, error["loc"])) from None
     policies = _case_policies(case_file, path, local)
     engine = Engine(policies, catalog)
     results = []
@@ -237,7 +237,7 @@ def run_case_file(path: Path, local: Sequence[CompiledPolicy],
         try:
             findings = run_case(engine, case, path.parent, shown)
         except InputError as exc:
-            line = _line(node, ("cases", index))
+            line = line_at(node, ("cases", index))
             results.append(TestResult(name, "error", f"line {line}: {exc}" if line else str(exc)))
             continue
         results.append(_judge(name, case, findings))
@@ -249,17 +249,6 @@ def _read_text(path: Path) -> str:
         return path.read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", file=str(path)) from None
-
-
-def _line(node: Any, loc: Iterable[int | str]) -> int | None:
-    line = line_of(node)
-    for key in loc:
-        try:
-            node = node[key]
-        except (KeyError, IndexError, TypeError):
-            break
-        line = line_of(node) or line
-    return line
 
 
 def _case_policies(case_file: CaseFile, path: Path,
