@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.errors import InputError
 
 HOURS_PER_MONTH = 730.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,15 @@ class Catalog:
         default_factory=dict, repr=False, compare=False
     )
 
+    def remembered(
+        self, key: tuple[str, str | None, float | None], compute: Callable[[], T]
+    ) -> T:
+        """`compute()` once per key for this catalog: lookups that scan its tables by name."""
+        if key not in self._by_model:
+            self._by_model[key] = compute()
+        result: T = self._by_model[key]
+        return result
+
     def instance(self, name: str | None) -> InstanceType | None:
         return self.instances.get(name) if name else None
 
@@ -86,11 +97,7 @@ class Catalog:
         return self.accelerators.get(name.rsplit("/", 1)[-1])
 
     def gpu_hourly(self, gpu_model: str | None) -> float | None:
-        key = ("hourly", gpu_model, None)
-        if key not in self._by_model:
-            self._by_model[key] = self._gpu_hourly(gpu_model)
-        result: float | None = self._by_model[key]
-        return result
+        return self.remembered(("hourly", gpu_model, None), lambda: self._gpu_hourly(gpu_model))
 
     def _gpu_hourly(self, gpu_model: str | None) -> float | None:
         """Cheapest on-demand $/GPU-hour for a GPU model across the catalog's instance types.
@@ -117,11 +124,8 @@ class Catalog:
         return self.spot_discounts.get(cloud, 0.6)
 
     def mig_family(self, gpu_model: str | None, memory_gib: float | None = None) -> str | None:
-        key = ("mig", gpu_model, memory_gib)
-        if key not in self._by_model:
-            self._by_model[key] = self._mig_family(gpu_model, memory_gib)
-        result: str | None = self._by_model[key]
-        return result
+        return self.remembered(("mig", gpu_model, memory_gib),
+                               lambda: self._mig_family(gpu_model, memory_gib))
 
     def _mig_family(self, gpu_model: str | None, memory_gib: float | None) -> str | None:
         """The MIG profile table that applies to a GPU model name, or None if not MIG-capable.
@@ -149,11 +153,8 @@ class Catalog:
         """The same cloud's type with the same GPU chip and count but less memory per GPU
         (p4de.24xlarge → p4d.24xlarge); the largest such memory, then the cheapest. None when the
         type is unknown or has no sibling."""
-        key = ("sibling", instance_type, None)
-        if key not in self._by_model:
-            self._by_model[key] = self._smaller_sibling(instance_type)
-        result: InstanceType | None = self._by_model[key]
-        return result
+        return self.remembered(("sibling", instance_type, None),
+                               lambda: self._smaller_sibling(instance_type))
 
     def _smaller_sibling(self, instance_type: str | None) -> InstanceType | None:
         current = self.instance(instance_type)

@@ -862,6 +862,10 @@ def gpu_model(product: str, catalog: Catalog) -> tuple[str, float | None]:
     (or that fits several models of different memory) keeps its own name, with the memory its
     name states, if any.
     """
+    return catalog.remembered(("product", product, None), lambda: _gpu_model(product, catalog))
+
+
+def _gpu_model(product: str, catalog: Catalog) -> tuple[str, float | None]:
     wanted = _product_tokens(product)
     scored: list[tuple[int, str, float]] = []
     for name, memory in _catalog_models(catalog).items():
