@@ -16,7 +16,7 @@ from engine.model import Resource
 from engine.policy import load_policies
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference"
+REFERENCE = REPO / "tests" / "data" / "reference"  # copies of public inputs; see its SOURCES.md
 
 # Tuesday 2026-12-01: 03:00 UTC is off-hours, 12:00 UTC is business hours.
 OFF_HOURS = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)

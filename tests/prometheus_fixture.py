@@ -9,7 +9,7 @@ The session fixture `dcgm_prometheus`:
 - starts `prometheus` on an ephemeral loopback port with that data directory, TLS (a `trustme`
   CA) and basic auth, exactly as a production Prometheus is queried;
 - has it scrape a loopback HTTP server serving the real dcgm-exporter output in
-  `../shared/reference/dcgm/` every second (`wait_for_scrapes` before querying those).
+  `tests/data/reference/dcgm/` every second (`wait_for_scrapes` before querying those).
 
 Tests skip when the binaries are missing (CI installs them: `.ci/run`).
 """

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from engine.sources.kubernetes import (
     pod_template_path,
     workload_resource,
 )
+from tests.conftest import REFERENCE
 
-ADMISSION = Path(__file__).parents[2] / "shared" / "reference" / "admission"
+ADMISSION = REFERENCE / "admission"
 
 
 def manifests(name: str) -> dict[str, dict[str, Any]]:

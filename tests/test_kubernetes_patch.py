@@ -4,7 +4,6 @@ applied with the `jsonpatch` package, then built again on their own output)."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -26,8 +25,9 @@ from remediations.kubernetes_patch import (
     pointer,
     spot_placement_patch,
 )
+from tests.conftest import REFERENCE
 
-ADMISSION = Path(__file__).parents[2] / "shared" / "reference" / "admission"
+ADMISSION = REFERENCE / "admission"
 MIG = "nvidia.com/mig-1g.10gb"
 
 

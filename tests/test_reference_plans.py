@@ -1,26 +1,19 @@
-"""Every real public plan in ../shared/reference/terraform-plans reads and normalizes as expected.
+"""Every real public plan in tests/data/reference/terraform-plans reads and normalizes as expected.
 
 The plans come from checkov, infracost, conftest, terraform-validator and terraform-compliance
-test suites (see SOURCES.md there): UTF-16, deletes, reads, unknowns, nested modules, count and
-for_each keys, and format versions 0.1 to 1.2.
+test suites (see tests/data/reference/SOURCES.md): UTF-16, deletes, reads, unknowns, nested
+modules, count and for_each keys, and format versions 0.1 to 1.2.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from engine.model import Capacity, Category, Resource
 from engine.sources.terraform import plan_resources, read_plan
+from tests.conftest import REFERENCE
 
-
-def reference_dir() -> Path:
-    """`shared/reference` beside the repository checkout (the repo is `<root>/main`)."""
-    return Path(__file__).resolve().parents[2] / "shared" / "reference"
-
-
-PLANS = reference_dir() / "terraform-plans"
+PLANS = REFERENCE / "terraform-plans"
 PLAN_FILES = sorted(p.name for p in PLANS.glob("*.json"))
 
 
@@ -30,7 +23,7 @@ def resources_of(name: str) -> dict[str, Resource]:
 
 
 def test_reference_plans_are_present() -> None:
-    assert PLANS.is_dir(), f"missing {PLANS}: the checkout needs ../shared beside it"
+    assert PLANS.is_dir(), f"missing {PLANS}"
     assert len(PLAN_FILES) >= 16
 
 

@@ -18,13 +18,9 @@ from hypothesis import strategies as st
 from engine.errors import InputError
 from engine.model import Resource
 from engine.sources.terraform import SUPPORTED_TYPES, plan_resources, read_plan
+from tests.conftest import REFERENCE
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plans"
-
-
-def reference_dir() -> Path:
-    """`shared/reference` beside the repository checkout (the repo is `<root>/main`)."""
-    return Path(__file__).resolve().parents[2] / "shared" / "reference"
 
 
 FUZZ = settings(
@@ -292,7 +288,7 @@ def test_arbitrary_json_never_crashes_the_adapter(document: Any) -> None:
 
 @cache
 def real_plans() -> tuple[dict[str, Any], ...]:
-    paths = sorted((reference_dir() / "terraform-plans").glob("*.json"))
+    paths = sorted((REFERENCE / "terraform-plans").glob("*.json"))
     paths += sorted(FIXTURES.glob("*.json"))
     assert paths, "no plans to mutate"
     return tuple(read_plan(str(path)) for path in paths)
@@ -337,7 +333,7 @@ def damaged_plan_bytes(draw: st.DrawFn) -> bytes:
     source = draw(
         st.sampled_from(
             sorted(FIXTURES.glob("*.json"))
-            + sorted((reference_dir() / "terraform-plans").glob("*.json"))
+            + sorted((REFERENCE / "terraform-plans").glob("*.json"))
         )
     )
     data = bytearray(Path(source).read_bytes())

@@ -48,10 +48,10 @@ from engine.webhook.app import WebhookSettings, create_app, parse_go_duration
 from engine.webhook.caches import ClusterCache, KubernetesLister, StaticLister
 from engine.webhook.review import MAX_BODY_BYTES
 from engine.webhook.tls import ServerSettings, WebhookServer, webhook_server
-from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS, REFERENCE
 
 REPO = Path(__file__).resolve().parents[1]
-ADMISSION = REPO.parent / "shared" / "reference" / "admission"
+ADMISSION = REFERENCE / "admission"
 A100 = "NVIDIA-A100-SXM4-80GB"
 H100 = "NVIDIA-H100-80GB-HBM3"
 TAGS = {"team": "ml", "project": "llm", "cost-center": "cc-42"}
