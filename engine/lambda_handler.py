@@ -14,7 +14,14 @@ Event fields (all optional; anything else is rejected so a typo never runs with 
 - `regions`: ["us-east-1", ...]          (env GPUWARDEN_REGIONS; default the function's region)
 - `role_arns`: [arn, ...] or `role_arn`   (env GPUWARDEN_ROLE_ARNS; default the function's account)
 - `max_actions`: N                        (env GPUWARDEN_MAX_ACTIONS, default 10)
-- `now`: ISO 8601 evaluation clock, for tests and replays only.
+- `now`: ISO 8601 evaluation clock, for dry-run replays only: refused in enforce mode, so a
+  replayed clock can never stop real machines in business hours.
+
+Hostile events are expected: a bad field, a `detail` that is not an object, an instant out of
+range, a policy path outside the package (`..`, an absolute path outside the built-in pack, a
+URL such as `s3://...`: policies are not fetched) all return `{"error": ...}` and act on
+nothing. Enforcement stops starting actions when the invocation's remaining time falls under a
+margin (`deadline reached` in the report), so the report and audit log are still written.
 
 The EventBridge envelope (`version`, `id`, `detail-type`, `source`, `account`, `time`,
 `region`, `resources`, `detail`) and the EventBridge Scheduler context attributes the Terraform
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import sys
 import time
@@ -34,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from engine.errors import InputError
@@ -43,6 +51,7 @@ if TYPE_CHECKING:  # names for annotations only; imported for real inside the ru
     from engine.evaluate import Engine
     from engine.model import Report
     from engine.sources.registry import Collected
+    from remediations.runner import Deadline
 
 Mode = Literal["dry-run", "enforce"]
 MODES: tuple[Mode, ...] = ("dry-run", "enforce")
@@ -61,6 +70,13 @@ SSE_ALGORITHMS = ("AES256", "aws:kms")
 
 DEFAULT_MAX_ACTIONS = 10
 DEFAULT_PREFIX = "gpuwarden"
+MAX_LIST_ITEMS = 64
+MAX_TEXT = 1024
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
+# Enforcement stops starting actions this long before the invocation's end (at most this share
+# of the time left), which leaves time for the last call and the S3 writes.
+DEADLINE_MARGIN_S = 60.0
+DEADLINE_MARGIN_SHARE = 0.25
 
 OVERRIDE_FIELDS = frozenset(
     {"mode", "policies", "regions", "role_arns", "role_arn", "max_actions", "now"})
@@ -73,6 +89,8 @@ KNOWN_FIELDS = OVERRIDE_FIELDS | ENVELOPE_FIELDS | SCHEDULER_FIELDS
 _REGION = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d{1,2}|all)$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_SHOWN_CHARS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +108,7 @@ class RunConfig:
     sse: str = "AES256"
     kms_key_id: str | None = None
     trigger_id: str | None = None  # scheduler execution id or EventBridge event id
+    package_root: str = ""  # relative policy paths are read from here (LAMBDA_TASK_ROOT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,12 +132,15 @@ def parse_run_config(event: object, environ: Mapping[str, str]) -> RunConfig:
     if mode == "enforce" and not _flag(environ, ENV_ALLOW_ENFORCE, default=True):
         raise InputError(f"mode 'enforce' is not allowed here ({ENV_ALLOW_ENFORCE}=false: this "
                          "function was deployed for dry-run, with read-only permissions)")
+    if mode == "enforce" and "now" in overrides:
+        raise InputError("event field 'now' is refused in enforce mode: a replayed clock must "
+                         "never stop real machines (use it with mode dry-run)")
     max_actions = defaults.max_actions
     if "max_actions" in overrides:
         max_actions = _max_actions(overrides["max_actions"], "event field 'max_actions'")
     return RunConfig(
         mode=mode,
-        policies=_string_list(overrides, "policies", check=None) or defaults.policies,
+        policies=_string_list(overrides, "policies", check=_policy_path) or defaults.policies,
         regions=_string_list(overrides, "regions", check=_region) or defaults.regions,
         role_arns=_role_arns(overrides) or defaults.role_arns,
         max_actions=max_actions,
@@ -128,7 +150,13 @@ def parse_run_config(event: object, environ: Mapping[str, str]) -> RunConfig:
         sse=defaults.sse,
         kms_key_id=defaults.kms_key_id,
         trigger_id=_trigger_id(event),
+        package_root=package_root(environ),
     )
+
+
+def package_root(environ: Mapping[str, str]) -> str:
+    """The deployment package's root: Lambda's LAMBDA_TASK_ROOT, else where `engine` lives."""
+    return environ.get("LAMBDA_TASK_ROOT", "").strip() or str(Path(__file__).parent.parent)
 
 
 def _overrides(event: dict[str, Any]) -> dict[str, Any]:
@@ -137,8 +165,10 @@ def _overrides(event: dict[str, Any]) -> dict[str, Any]:
         raise InputError(f"unknown event field {unknown[0]!r} (known: "
                          f"{', '.join(sorted(OVERRIDE_FIELDS))}, plus the EventBridge envelope)")
     overrides = {key: value for key, value in event.items() if key in OVERRIDE_FIELDS}
-    detail = event.get("detail")
-    if isinstance(detail, dict) and detail:
+    detail = event.get("detail", {})
+    if not isinstance(detail, dict):
+        raise InputError(f"event field 'detail' must be an object, not {_json_type(detail)}")
+    if detail:
         strange = sorted(str(key) for key in detail if key not in OVERRIDE_FIELDS)
         if strange:
             raise InputError(f"unknown field 'detail.{strange[0]}' (known: "
@@ -154,6 +184,9 @@ def _environment_defaults(environ: Mapping[str, str]) -> RunConfig:
     regions = split(ENV_REGIONS)
     for region in regions:
         _region(region, ENV_REGIONS)
+    policies = split(ENV_POLICIES)
+    for policy in policies:
+        _policy_path(policy, ENV_POLICIES)
     role_arns = split(ENV_ROLE_ARNS)
     for arn in role_arns:
         _role_arn(arn, ENV_ROLE_ARNS)
@@ -166,7 +199,7 @@ def _environment_defaults(environ: Mapping[str, str]) -> RunConfig:
         raise InputError(f"{ENV_SSE}: {sse!r} is not one of {', '.join(SSE_ALGORITHMS)}")
     return RunConfig(
         mode=_mode(environ.get(ENV_MODE, "dry-run").strip() or "dry-run", ENV_MODE),
-        policies=split(ENV_POLICIES) or ("builtin",),
+        policies=policies or ("builtin",),
         regions=regions,
         role_arns=role_arns,
         max_actions=_max_actions(_int_text(max_actions_text, ENV_MAX_ACTIONS), ENV_MAX_ACTIONS)
@@ -182,7 +215,7 @@ def _mode(value: object, where: str) -> Mode:
     for mode in MODES:
         if value == mode:
             return mode
-    raise InputError(f"{where}: {value!r} is not one of {', '.join(MODES)}")
+    raise InputError(f"{where}: {_shown(value)} is not one of {', '.join(MODES)}")
 
 
 def _flag(environ: Mapping[str, str], name: str, *, default: bool) -> bool:
@@ -204,9 +237,12 @@ def _string_list(overrides: dict[str, Any], name: str,
     where = f"event field {name!r}"
     if not isinstance(value, list) or not value:
         raise InputError(f"{where} must be a non-empty list of strings, not {_json_type(value)}")
+    if len(value) > MAX_LIST_ITEMS:
+        raise InputError(f"{where}: {len(value)} items, at most {MAX_LIST_ITEMS}")
     for item in value:
-        if not isinstance(item, str) or not item.strip():
-            raise InputError(f"{where}: {item!r} is not a non-empty string")
+        if not isinstance(item, str) or not item.strip() or len(item) > MAX_TEXT:
+            raise InputError(f"{where}: {_shown(item)} is not a non-empty string "
+                             f"(at most {MAX_TEXT} characters)")
         if check is not None:
             check(item, where)
     return tuple(item.strip() for item in value)
@@ -225,15 +261,71 @@ def _role_arns(overrides: dict[str, Any]) -> tuple[str, ...]:
 
 def _region(value: str, where: str) -> str:
     if not _REGION.match(value):
-        raise InputError(f"{where}: {value!r} is not an AWS region name (like us-east-1) nor all")
+        raise InputError(f"{where}: {_shown(value)} is not an AWS region name (like us-east-1) "
+                         "nor all")
     return value
 
 
 def _role_arn(value: str, where: str) -> str:
     if not _ROLE_ARN.match(value):
-        raise InputError(f"{where}: {value!r} is not an IAM role ARN "
+        raise InputError(f"{where}: {_shown(value)} is not an IAM role ARN "
                          "(arn:aws:iam::123456789012:role/NAME)")
     return value
+
+
+def _policy_path(value: str, where: str) -> str:
+    """`builtin`, a path relative to the package without `..`, or an absolute path inside the
+    built-in pack. Checked on the text only; `resolve_policies` checks links at run time."""
+    text = value.strip()
+    if text == "builtin":
+        return value
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in text):
+        raise InputError(f"{where}: {_shown(value)} holds control characters")
+    if _URL.match(text):
+        raise InputError(f"{where}: {_shown(value)} is refused: policies are read from the "
+                         "function's package only, never fetched from a URL or bucket")
+    if ".." in PurePosixPath(text).parts or "\\" in text:
+        raise InputError(f"{where}: {_shown(value)} is refused: '..' may not leave the package")
+    if text.startswith("/") and not _inside(text, _builtin_pack()):
+        raise InputError(f"{where}: {_shown(value)} is refused: an absolute path must be inside "
+                         "the built-in pack; give other policies relative to the package root")
+    return value
+
+
+def _builtin_pack() -> str:
+    from engine.policy import builtin_pack_dir
+
+    return str(builtin_pack_dir())
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def resolve_policies(policies: tuple[str, ...], root: str) -> list[str]:
+    """Each policy path as the engine reads it: relative ones under the package root, links
+    resolved; one whose target leaves the package (or the built-in pack) is refused."""
+    resolved: list[str] = []
+    base = Path(root).resolve()
+    for policy in policies:
+        text = policy.strip()
+        if text == "builtin":
+            resolved.append(text)
+            continue
+        allowed = Path(_builtin_pack()).resolve() if text.startswith("/") else base
+        target = (base / text).resolve()
+        if not _inside(str(target), str(allowed)):
+            raise InputError(f"policy {_shown(policy)} is refused: it leads outside "
+                             f"{'the built-in pack' if text.startswith('/') else 'the package'}")
+        resolved.append(str(target))
+    return resolved
+
+
+def _shown(value: object) -> str:
+    """A value for an error line: its repr, bounded (events are untrusted)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 1] + "…"
 
 
 def _int_text(text: str, where: str) -> int:
@@ -244,8 +336,8 @@ def _int_text(text: str, where: str) -> int:
 
 
 def _max_actions(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"{where} must be a whole number, 0 or more, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**6:
+        raise InputError(f"{where} must be a whole number, 0 or more, not {_shown(value)}")
     return value
 
 
@@ -254,9 +346,16 @@ def _instant(value: object) -> datetime:
         raise InputError(f"event field 'now' must be an ISO 8601 string, not {_json_type(value)}")
     try:
         instant = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        instant = instant if instant.tzinfo else instant.replace(tzinfo=UTC)
+        in_range = EARLIEST <= instant.astimezone(UTC) < LATEST
     except ValueError:
-        raise InputError(f"event field 'now': not an ISO 8601 instant: {value!r}") from None
-    return instant if instant.tzinfo else instant.replace(tzinfo=UTC)
+        raise InputError(f"event field 'now': not an ISO 8601 instant: {_shown(value)}") from None
+    except OverflowError:
+        in_range = False
+    if not in_range:
+        raise InputError(f"event field 'now': {_shown(value)} is out of range "
+                         f"({EARLIEST.year} to {LATEST.year - 1})")
+    return instant
 
 
 def _trigger_id(event: dict[str, Any]) -> str | None:
@@ -341,14 +440,18 @@ def handler(event: object, context: object) -> dict[str, Any]:
     """Lambda entry point. Bad events and settings return `{"error": ...}` after an error log;
     an unexpected failure is logged and re-raised, so Lambda counts the invocation as failed."""
     started = time.perf_counter()
-    log = RunLog(request_id=getattr(context, "aws_request_id", None))
+    log = RunLog(request_id=_request_id(context))
     try:
         config = parse_run_config(event, os.environ)
     except InputError as exc:
         log.error("config", error=str(exc))
         return {"error": str(exc)}
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # never a traceback
+        message = f"cannot read the event ({type(exc).__name__})"
+        log.error("config", error=message)
+        return {"error": message}
     try:
-        return run(config, log, started)
+        return run(config, log, started, deadline=_deadline(context))
     except InputError as exc:
         log.error("run", error=str(exc))
         return {"error": str(exc), "run_id": log.run_id}
@@ -357,10 +460,32 @@ def handler(event: object, context: object) -> dict[str, Any]:
         raise
 
 
-def run(config: RunConfig, log: RunLog, started: float | None = None) -> dict[str, Any]:
+def _request_id(context: object) -> str | None:
+    value = getattr(context, "aws_request_id", None)
+    return value if isinstance(value, str) else None
+
+
+def _deadline(context: object) -> Deadline | None:
+    """The invocation's end less a margin; None without a Lambda context (tests, scripts)."""
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining_ms):
+        return None
+    from remediations.runner import Deadline
+
+    remaining = max(0.0, float(remaining_ms()) / 1000)
+    return Deadline.after(remaining - min(DEADLINE_MARGIN_S, remaining * DEADLINE_MARGIN_SHARE))
+
+
+def utc_now() -> datetime:
+    """The run's clock (tests replace it: an event's `now` cannot drive enforcement)."""
+    return datetime.now(UTC)
+
+
+def run(config: RunConfig, log: RunLog, started: float | None = None,
+        deadline: Deadline | None = None) -> dict[str, Any]:
     """Scan → evaluate → (enforce) → store; the summary of what happened."""
     started = time.perf_counter() if started is None else started
-    instant = config.now or datetime.now(UTC)
+    instant = config.now or utc_now()
     log.run_id = run_id_for(instant, config.trigger_id or log.request_id)
     log.info("start", mode=config.mode, now=instant.isoformat(), policies=list(config.policies),
              regions=list(config.regions), accounts=len(config.role_arns) or 1,
@@ -372,7 +497,7 @@ def run(config: RunConfig, log: RunLog, started: float | None = None) -> dict[st
 
     audit_path = Path(tempfile.gettempdir()) / f"gpuwarden-audit-{log.run_id}.jsonl"
     if config.mode == "enforce":
-        report = _enforce(config, report, collected, audit_path, log)
+        report = _enforce(config, report, collected, audit_path, log, deadline)
     stored = _store(config, engine, report, audit_path, instant, log)
     summary = _summary(config, report, collected, instant, log, stored)
     summary["duration_ms"] = _ms_since(started)
@@ -384,7 +509,7 @@ def _load_engine(config: RunConfig, log: RunLog) -> Engine:
     with log.timed("policies", {}) as fields:
         from engine.pipeline import build_engine
 
-        engine = build_engine(list(config.policies))
+        engine = build_engine(resolve_policies(config.policies, config.package_root))
         fields["policies"] = len(engine.policies)
     return engine
 
@@ -414,13 +539,19 @@ def _evaluate(config: RunConfig, engine: Engine, collected: Collected, instant: 
 
 
 def _enforce(config: RunConfig, report: Report, collected: Collected, audit_path: Path,
-             log: RunLog) -> Report:
+             log: RunLog, deadline: Deadline | None) -> Report:
     with log.timed("enforce", {"max_actions": config.max_actions}) as fields:
         from remediations.enforce import enforce_report
+        from remediations.runner import DEADLINE_REACHED
 
         report = enforce_report(report, collected, max_actions=config.max_actions,
-                                audit_log=audit_path)
+                                audit_log=audit_path, deadline=deadline)
         fields["remediations"] = _remediation_counts(report)
+    late = sum(1 for f in report.findings
+               if f.remediation is not None and f.remediation.detail == DEADLINE_REACHED)
+    if late:
+        log.warning("enforce", warning=f"deadline reached: {late} actions not started "
+                    "(skipped; the next run picks them up)")
     # A second copy of the audit trail in CloudWatch, in case the S3 upload fails.
     for record in _audit_records(audit_path):
         log.info("audit", record=record)

@@ -15,9 +15,13 @@
 Custodian's mark-for-op idea); marks of several policies are kept comma-separated, and a policy
 already marked is left alone, so the date is that of the first mark.
 
-Each check reads the resource fresh (Describe/List/Get) before anything is changed; the runner
-(`remediations.runner`) supplies the blast radius, audit log and failure handling. Spot,
-encryption and tags cannot be fixed in place: those findings carry advice, not actions.
+Each check reads the resource fresh (Describe/List/Get), its tags included, just before
+anything is changed: a resource that has become production or exempt since the scan is skipped
+(`engine.labels.protection`), with a `check` line in the audit log. Every call goes through a
+client with at most `CALL_ATTEMPTS` attempts (botocore standard retries), so a throttled API
+costs seconds, not the scan's minutes of adaptive retries. The runner (`remediations.runner`)
+supplies the blast radius, deadline, audit log and failure handling. Spot, encryption and tags
+cannot be fixed in place: those findings carry advice, not actions.
 """
 
 from __future__ import annotations
@@ -26,13 +30,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.labels import protection
 from engine.model import Finding, Report, Resource
+from engine.sources import aws as aws_source
 from engine.sources.aws import AwsClients
-from remediations.runner import Change, Check, Clock, NoChange, run_enforcement, utc_now
+from remediations.runner import (
+    Change,
+    Check,
+    Clock,
+    Deadline,
+    NoChange,
+    run_enforcement,
+    utc_now,
+)
 
 PREVIOUS_SIZE_TAG = "gpuwarden:previous-size"
 VIOLATION_TAG = "gpuwarden:violation"
 SNAPSHOT_TAG = "gpuwarden:snapshot-before-stop"
+CALL_ATTEMPTS = 3  # per call, the first included; the scan's clients allow 11 adaptive ones
 
 
 def apply_aws_remediations(
@@ -44,18 +59,39 @@ def apply_aws_remediations(
     audit_log: Path,
     actor: str | None = None,
     clock: Clock = utc_now,
+    deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned AWS action applied (or skipped/failed), mode enforce."""
     actions = AwsActions(clients, clock)
     checks: dict[str, Check] = {"stop": actions.stop, "mark-violation": actions.mark}
     return run_enforcement(report, resources, provider="aws", checks=checks,
                            max_actions=max_actions, audit_log=audit_log, actor=actor,
-                           clock=clock)
+                           clock=clock, deadline=deadline)
 
 
 def _error_code(exc: Exception) -> str:
     response = getattr(exc, "response", None)
     return str(((response or {}).get("Error") or {}).get("Code") or "")
+
+
+def _tag_map(tags: Any) -> dict[str, str]:
+    """`[{"Key": k, "Value": v}]` (EC2, autoscaling, SageMaker) as a dict."""
+    return {str(t.get("Key")): str(t.get("Value") or "") for t in tags or []
+            if isinstance(t, dict) and t.get("Key") is not None}
+
+
+def capped_client(read_client: Any, session: Any) -> Any:
+    """A client like `read_client` (endpoint, region, user agent, hooks) whose calls are tried
+    at most CALL_ATTEMPTS times."""
+    from botocore.config import Config
+
+    config = read_client.meta.config.merge(
+        Config(retries={"mode": "standard", "total_max_attempts": CALL_ATTEMPTS}))
+    client = session.client(read_client.meta.service_model.service_name,
+                            region_name=read_client.meta.region_name, config=config)
+    for hook in aws_source.CLIENT_HOOKS:
+        hook(client)
+    return client
 
 
 def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
@@ -72,9 +108,15 @@ class AwsActions:
     def __init__(self, clients: AwsClients, clock: Clock) -> None:
         self.clients = clients
         self.clock = clock
+        self._capped: dict[tuple[str | None, str | None, str], Any] = {}
 
     def _client(self, service: str, resource: Resource) -> Any:
-        return self.clients.client(service, resource.region, resource.account)
+        key = (resource.account, resource.region, service)
+        if key not in self._capped:
+            read = self.clients.client(service, resource.region, resource.account)
+            session = self.clients.account(resource.account).session
+            self._capped[key] = capped_client(read, session)
+        return self._capped[key]
 
     # stop ----------------------------------------------------------------------------------
 
@@ -104,6 +146,9 @@ class AwsActions:
         instance = instances[0]
         state = instance["State"]["Name"]
         before = {"state": state, "instance_type": instance.get("InstanceType")}
+        protected = protection(finding.policy, _tag_map(instance.get("Tags")))
+        if protected:
+            return NoChange(protected, before)
         if state in ("stopping", "stopped", "shutting-down", "terminated"):
             return NoChange(f"{resource.id} is already {state}", before)
         volumes = self._volumes_to_snapshot(ec2, resource.id)
@@ -152,6 +197,9 @@ class AwsActions:
             return NoChange(f"autoscaling group {name} no longer exists")
         group = groups[0]
         before = _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
+        protected = protection(finding.policy, _tag_map(group.get("Tags")))
+        if protected:
+            return NoChange(protected, before)
         if before["min"] == 0 and before["desired"] == 0:
             return NoChange(f"autoscaling group {name} is already at zero", before)
         tag = {"ResourceId": name, "ResourceType": "auto-scaling-group",
@@ -177,6 +225,9 @@ class AwsActions:
         scaling = group.get("scalingConfig") or {}
         before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
                        scaling.get("desiredSize", 0))
+        protected = protection(finding.policy, dict(group.get("tags") or {}))
+        if protected:
+            return NoChange(protected, before)
         if before["min"] == 0 and before["desired"] == 0:
             return NoChange(f"node group {cluster}/{name} is already at zero", before)
         tags = {PREVIOUS_SIZE_TAG: _size_tag(before)}
@@ -196,9 +247,13 @@ class AwsActions:
     def _stop_notebook(self, finding: Finding, resource: Resource) -> Change | NoChange:
         sagemaker = self._client("sagemaker", resource)
         name = str(resource.raw.get("NotebookInstanceName") or resource.name)
-        status = sagemaker.describe_notebook_instance(
-            NotebookInstanceName=name)["NotebookInstanceStatus"]
+        notebook = sagemaker.describe_notebook_instance(NotebookInstanceName=name)
+        status = notebook["NotebookInstanceStatus"]
         before = {"status": status}
+        tags = sagemaker.list_tags(ResourceArn=notebook["NotebookInstanceArn"]).get("Tags")
+        protected = protection(finding.policy, _tag_map(tags))
+        if protected:
+            return NoChange(protected, before)
         if status in ("Stopping", "Stopped", "Deleting", "Failed"):
             return NoChange(f"notebook instance {name} is already {status.lower()}", before)
 
@@ -217,23 +272,27 @@ class AwsActions:
         if taggers is None:
             return NoChange(f"no tagging action for a {resource.kind}")
         read, write = taggers
-        current = read()
+        tags = read()
+        current = tags.get(VIOLATION_TAG)
         marks = [m for m in (current or "").split(",") if m]
         before = {VIOLATION_TAG: current}
+        protected = protection(finding.policy, tags)
+        if protected:
+            return NoChange(protected, before)
         if any(m.split("@", 1)[0] == finding.policy for m in marks):
             return NoChange(f"{resource.id} is already marked for {finding.policy}", before)
         value = ",".join([*marks, f"{finding.policy}@{self.clock().date().isoformat()}"])
 
         def apply() -> dict[str, Any]:
             write(value)
-            return {VIOLATION_TAG: read()}
+            return {VIOLATION_TAG: read().get(VIOLATION_TAG)}
 
         return Change(before, {"Tag": {VIOLATION_TAG: value}}, apply,
                       f"tagged {resource.id} {VIOLATION_TAG}={value}")
 
     def _taggers(self, resource: Resource
-                 ) -> tuple[Callable[[], str | None], Callable[[str], None]] | None:
-        """(read the violation tag, write it) for the resource's kind."""
+                 ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]] | None:
+        """(read the resource's tags now, write the violation tag) for the resource's kind."""
         if resource.kind in ("aws_instance", "aws_ebs_volume", "aws_launch_template"):
             return self._ec2_taggers(resource)
         if resource.kind == "aws_autoscaling_group":
@@ -248,14 +307,13 @@ class AwsActions:
         return None
 
     def _ec2_taggers(self, resource: Resource
-                     ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+                     ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         ec2 = self._client("ec2", resource)
-        filters = [{"Name": "resource-id", "Values": [resource.id]},
-                   {"Name": "key", "Values": [VIOLATION_TAG]}]
+        filters = [{"Name": "resource-id", "Values": [resource.id]}]
 
-        def read() -> str | None:
-            tags = ec2.describe_tags(Filters=filters).get("Tags") or []
-            return str(tags[0]["Value"]) if tags else None
+        def read() -> dict[str, str]:
+            pages = ec2.get_paginator("describe_tags").paginate(Filters=filters)
+            return _tag_map([tag for page in pages for tag in page.get("Tags") or []])
 
         def write(value: str) -> None:
             ec2.create_tags(Resources=[resource.id], Tags=[{"Key": VIOLATION_TAG,
@@ -264,15 +322,14 @@ class AwsActions:
         return read, write
 
     def _group_taggers(self, resource: Resource
-                       ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+                       ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         autoscaling = self._client("autoscaling", resource)
         name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
 
-        def read() -> str | None:
+        def read() -> dict[str, str]:
             groups = autoscaling.describe_auto_scaling_groups(
                 AutoScalingGroupNames=[name])["AutoScalingGroups"]
-            tags = groups[0].get("Tags") or [] if groups else []
-            return next((str(t["Value"]) for t in tags if t.get("Key") == VIOLATION_TAG), None)
+            return _tag_map(groups[0].get("Tags") if groups else [])
 
         def write(value: str) -> None:
             autoscaling.create_or_update_tags(Tags=[{
@@ -282,15 +339,14 @@ class AwsActions:
         return read, write
 
     def _node_group_taggers(self, resource: Resource
-                            ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+                            ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         eks = self._client("eks", resource)
         cluster = str(resource.raw.get("clusterName") or resource.cluster)
         name = str(resource.raw.get("nodegroupName") or resource.name)
 
-        def read() -> str | None:
+        def read() -> dict[str, str]:
             group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
-            value = (group.get("tags") or {}).get(VIOLATION_TAG)
-            return str(value) if value is not None else None
+            return {str(k): str(v) for k, v in (group.get("tags") or {}).items()}
 
         def write(value: str) -> None:
             arn = str(resource.raw.get("nodegroupArn") or resource.id)
@@ -299,12 +355,11 @@ class AwsActions:
         return read, write
 
     def _sagemaker_taggers(self, resource: Resource, arn: str
-                           ) -> tuple[Callable[[], str | None], Callable[[str], None]]:
+                           ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         sagemaker = self._client("sagemaker", resource)
 
-        def read() -> str | None:
-            tags = sagemaker.list_tags(ResourceArn=arn).get("Tags") or []
-            return next((str(t["Value"]) for t in tags if t.get("Key") == VIOLATION_TAG), None)
+        def read() -> dict[str, str]:
+            return _tag_map(sagemaker.list_tags(ResourceArn=arn).get("Tags"))
 
         def write(value: str) -> None:
             sagemaker.add_tags(ResourceArn=arn, Tags=[{"Key": VIOLATION_TAG, "Value": value}])

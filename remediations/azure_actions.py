@@ -11,7 +11,10 @@
   kept comma-separated, and a policy already marked is left alone, so the date is that of the
   first mark. VMs and managed disks can be marked.
 
-Each check reads the resource fresh before anything is changed; the runner
+Each check reads the resource fresh, its tags included (Tags API), before anything is changed:
+one that has become production or exempt since the listing is skipped
+(`engine.labels.protection`; the subscription's tags from the listing stay the fallback). The
+runner
 (`remediations.runner`) supplies the blast radius, audit log and failure handling.
 """
 
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.labels import protection
 from engine.model import Finding, Report, Resource
 from engine.sources.azure import (
     DISK_KIND,
@@ -33,7 +37,15 @@ from engine.sources.azure import (
     plain,
     power_state,
 )
-from remediations.runner import Change, Check, Clock, NoChange, run_enforcement, utc_now
+from remediations.runner import (
+    Change,
+    Check,
+    Clock,
+    Deadline,
+    NoChange,
+    run_enforcement,
+    utc_now,
+)
 
 STOP_ACTION = "stop"
 MARK_ACTION = "mark-violation"
@@ -56,13 +68,14 @@ def apply_azure_remediations(
     audit_log: Path,
     actor: str | None = None,
     clock: Clock = utc_now,
+    deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned Azure action applied (or skipped/failed), mode enforce."""
     actions = AzureActions(clients, clock)
     checks: dict[str, Check] = {STOP_ACTION: actions.stop, MARK_ACTION: actions.mark}
     return run_enforcement(report, resources, provider="azure", checks=checks,
                            max_actions=max_actions, audit_log=audit_log, actor=actor,
-                           clock=clock)
+                           clock=clock, deadline=deadline)
 
 
 def _call(call: Callable[[], Any]) -> Any:
@@ -84,6 +97,15 @@ class AzureActions:
         self.clients = clients
         self.clock = clock
 
+    def _tags(self, ref: ArmId, resource_id: str) -> dict[str, str] | None:
+        """The resource's tags now (Tags API); None when it no longer exists."""
+        tags_api = self.clients.resources(ref.subscription).tags
+        found = _call(lambda: tags_api.get_at_scope(resource_id))
+        if found is None:
+            return None
+        tags = (plain(found).get("properties") or {}).get("tags") or {}
+        return {str(key): str(value) for key, value in tags.items()}
+
     # stop ----------------------------------------------------------------------------------
 
     def _power(self, ref: ArmId) -> tuple[bool, str | None]:
@@ -102,6 +124,12 @@ class AzureActions:
         if not exists:
             return NoChange(f"{resource.id} no longer exists")
         before = {"power_state": power}
+        tags = self._tags(ref, resource.id)
+        if tags is None:
+            return NoChange(f"{resource.id} no longer exists", before)
+        protected = protection(finding.policy, tags, fallback=resource.namespace_labels)
+        if protected:
+            return NoChange(protected, before)
         if power in ALREADY_DEALLOCATED:
             return NoChange(f"{resource.id} is already {power}", before)
         machines = self.clients.compute(ref.subscription).virtual_machines
@@ -128,12 +156,15 @@ class AzureActions:
         if ref is None:
             return NoChange(f"no tagging action for a {resource.kind}")
         tags_api = self.clients.resources(ref.subscription).tags
-        found = _call(lambda: tags_api.get_at_scope(resource.id))
-        if found is None:
+        tags = self._tags(ref, resource.id)
+        if tags is None:
             return NoChange(f"{resource.id} no longer exists")
-        current = ((plain(found).get("properties") or {}).get("tags") or {}).get(VIOLATION_TAG)
+        current = tags.get(VIOLATION_TAG)
         marks = [m for m in str(current or "").split(",") if m]
         before = {VIOLATION_TAG: current}
+        protected = protection(finding.policy, tags, fallback=resource.namespace_labels)
+        if protected:
+            return NoChange(protected, before)
         if any(m.split("@", 1)[0] == finding.policy for m in marks):
             return NoChange(f"{resource.id} is already marked for {finding.policy}", before)
         value = ",".join([*marks, f"{finding.policy}@{self.clock().date().isoformat()}"])

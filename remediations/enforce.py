@@ -13,6 +13,7 @@ from typing import Any
 from engine.errors import InputError
 from engine.model import Report
 from engine.sources.registry import Collected
+from remediations.runner import Deadline
 
 # provider → (module, function, client key in Collected.clients)
 EXECUTORS: dict[str, tuple[str, str, str]] = {
@@ -35,8 +36,9 @@ def _applied(report: Report) -> int:
 
 
 def enforce_report(report: Report, collected: Collected, *, max_actions: int,
-                   audit_log: Path) -> Report:
-    """Apply planned actions provider by provider; `max_actions` bounds the whole run."""
+                   audit_log: Path, deadline: Deadline | None = None) -> Report:
+    """Apply planned actions provider by provider; `max_actions` bounds the whole run, and
+    no action is started past `deadline`."""
     if max_actions < 0:
         raise InputError("--max-actions must be 0 or more")
     budget = max_actions
@@ -49,6 +51,6 @@ def enforce_report(report: Report, collected: Collected, *, max_actions: int,
         before = _applied(report)
         apply = getattr(importlib.import_module(module_name), function)
         report = apply(report, collected.resources, client, max_actions=budget,
-                       audit_log=audit_log)
+                       audit_log=audit_log, deadline=deadline)
         budget = max(0, budget - (_applied(report) - before))
     return report.model_copy(update={"mode": "enforce"})

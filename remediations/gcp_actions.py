@@ -10,7 +10,9 @@
   makes the call fail instead of clobbering it. An instance already marked for the policy is
   skipped, so the date is that of the first mark.
 
-Each check reads the instance fresh before anything is changed; the runner
+Each check reads the instance fresh, its labels included, before anything is changed: one that
+has become production or exempt since the listing is skipped (`engine.labels.protection`; the
+project's labels from the listing stay the fallback). The runner
 (`remediations.runner`) supplies the blast radius, audit log and failure handling.
 """
 
@@ -21,9 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.labels import protection
 from engine.model import Finding, Report, Resource
 from engine.sources.gcp import GcpClients, describe_error
-from remediations.runner import Change, Check, Clock, NoChange, run_enforcement, utc_now
+from remediations.runner import (
+    Change,
+    Check,
+    Clock,
+    Deadline,
+    NoChange,
+    run_enforcement,
+    utc_now,
+)
 
 STOP_ACTION = "stop"
 MARK_ACTION = "mark-violation"
@@ -79,13 +90,18 @@ def apply_gcp_remediations(
     audit_log: Path,
     actor: str | None = None,
     clock: Clock = utc_now,
+    deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned GCP action applied (or skipped/failed), mode enforce."""
     actions = GcpActions(clients, clock)
     checks: dict[str, Check] = {STOP_ACTION: actions.stop, MARK_ACTION: actions.mark}
     return run_enforcement(report, resources, provider="gcp", checks=checks,
                            max_actions=max_actions, audit_log=audit_log, actor=actor,
-                           clock=clock)
+                           clock=clock, deadline=deadline)
+
+
+def _protection(finding: Finding, resource: Resource, current: Any) -> str | None:
+    return protection(finding.policy, dict(current.labels), fallback=resource.namespace_labels)
 
 
 class GcpActions:
@@ -114,6 +130,9 @@ class GcpActions:
         if current is None:
             return NoChange(f"{ref.path} no longer exists")
         before = {"status": current.status}
+        protected = _protection(finding, resource, current)
+        if protected:
+            return NoChange(protected, before)
         if current.status in ALREADY_STOPPED:
             return NoChange(f"{ref.path} is already stopped (status {current.status})", before)
 
@@ -135,6 +154,9 @@ class GcpActions:
         labels = dict(current.labels)
         existing = labels.get(VIOLATION_LABEL)
         before = {VIOLATION_LABEL: existing}
+        protected = _protection(finding, resource, current)
+        if protected:
+            return NoChange(protected, before)
         wanted = violation_label(finding.policy, self.clock)
         if _marked_policy(existing) == _marked_policy(wanted):
             return NoChange(f"{ref.path} is already marked {VIOLATION_LABEL}={existing}", before)

@@ -5,8 +5,11 @@ kept in an annotation so the workload can be restored. Guard rails:
 
 - only findings whose remediation the planner marked `planned` (runtime deny, non-production);
 - at most `max_actions` patches per run (blast radius);
-- the object is read fresh before acting: one already stopped is skipped (idempotent), and the
-  patch carries its resourceVersion, so a concurrent change makes it fail instead of clobbering;
+- the object is read fresh before acting: one already stopped is skipped (idempotent), so is
+  one whose labels or annotations now make it production or exempt (`engine.labels.protection`,
+  the namespace's labels from the scan as the fallback), and the patch carries its
+  resourceVersion, so a concurrent change makes it fail instead of clobbering;
+- past the run's deadline nothing more is started (`deadline reached`);
 - every attempt is written to a JSONL audit log before and after the call; if the log cannot be
   written nothing is changed;
 - a failed call is recorded on the finding and the run goes on.
@@ -23,8 +26,9 @@ from typing import IO, Any
 import orjson
 
 from engine.errors import InputError
+from engine.labels import protection
 from engine.model import Finding, Remediation, Report, Resource
-from remediations.runner import default_actor
+from remediations.runner import DEADLINE_REACHED, Deadline, default_actor
 
 PREVIOUS_REPLICAS = "gpuwarden.io/previous-replicas"
 PREVIOUS_SUSPEND = "gpuwarden.io/previous-suspend"
@@ -56,12 +60,13 @@ def apply_kubernetes_remediations(
     audit_log: Path,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     actor: str | None = None,
+    deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned Kubernetes `stop` applied (or skipped/failed), mode enforce."""
     if max_actions < 0:
         raise InputError("--max-actions must be 0 or more")
     by_id = {(r.provider, r.id): r for r in resources}
-    runner = _Runner(api_client, max_actions, now, actor or default_actor())
+    runner = _Runner(api_client, max_actions, now, actor or default_actor(), deadline)
     findings: list[Finding] = []
     try:
         with audit_log.open("a", encoding="utf-8") as log:
@@ -77,8 +82,9 @@ def apply_kubernetes_remediations(
 
 class _Runner:
     def __init__(self, api_client: Any, max_actions: int, now: Callable[[], datetime],
-                 actor: str):
+                 actor: str, deadline: Deadline | None = None):
         self.api_client = api_client
+        self.deadline = deadline
         self.max_actions = max_actions
         self.now = now
         self.actor = actor
@@ -107,6 +113,9 @@ class _Runner:
         namespace = resource.namespace or "default"
         ref = {"apiVersion": target.api_version, "kind": resource.kind,
                "namespace": namespace, "name": resource.name}
+        if self.deadline is not None and self.deadline.reached():
+            self._write("check", finding, ref, result="skipped", reason=DEADLINE_REACHED)
+            return "skipped", DEADLINE_REACHED
         api = self._api(target)
         try:
             current = self.api_client.sanitize_for_serialization(
@@ -115,6 +124,10 @@ class _Runner:
             self._write("check", finding, ref, result="failed", error=_error_text(exc))
             return "failed", f"cannot read {resource.id}: {_error_text(exc)}"
         before = _stop_state(resource.kind, current)
+        protected = _protection(finding.policy, resource, current)
+        if protected:
+            self._write("check", finding, ref, before=before, result="skipped", reason=protected)
+            return "skipped", protected
         if _already_stopped(resource.kind, before):
             self._write("check", finding, ref, before=before, result="skipped",
                         reason="already stopped")
@@ -145,6 +158,20 @@ class _Runner:
                  "action": STOP_ACTION, "policy": finding.policy, "target": ref, **fields}
         self.log.write(orjson.dumps(entry).decode() + "\n")
         self.log.flush()  # the "before" line must be on disk before the API call
+
+
+def _protection(policy: str, resource: Resource, obj: dict[str, Any]) -> str | None:
+    """Why the object as read now must not be changed: its labels or its pod template's say
+    production (judged together, so a disagreement between them counts), or it is exempt."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    if "jobTemplate" in spec:
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    template = (spec.get("template") or {}).get("metadata") or {}
+    labels = {**{f"template/{key}": value for key, value in
+                 (template.get("labels") or {}).items()}, **(metadata.get("labels") or {})}
+    notes = {**(template.get("annotations") or {}), **(metadata.get("annotations") or {})}
+    return protection(policy, labels, fallback=resource.namespace_labels, annotations=notes)
 
 
 def _stop_state(kind: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.labels import production_reason
 from engine.model import Category, Door, Enforcement, Remediation, Resource
 
 Advice = Callable[[Resource, dict[str, Any]], str]
@@ -127,6 +128,7 @@ def plan_remediation(
                                detail=f"policy enforcement is {enforcement}, not deny")
         if production is not False:
             return Remediation(action=name, status="skipped",
-                               detail="production (or unknown) resources are never changed")
+                               detail="production (or unknown) resources are never changed: "
+                               + production_reason(resource))
         return Remediation(action=name, status="planned", detail="would " + detail)
     return None

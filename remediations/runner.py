@@ -14,7 +14,9 @@ runner does the rest, the same way for every provider:
 - every attempt is written to an append-only JSONL audit log: a `before` line, flushed to disk
   before the mutating call, then an `after` line with the result. A check that finds nothing to
   do, or fails, writes one `check` line. If the log cannot be written nothing is changed;
-- a failed call is recorded on the finding (`failed`, with the error) and the run goes on.
+- a failed call is recorded on the finding (`failed`, with the error) and the run goes on;
+- past the run's deadline (e.g. the Lambda's remaining time less a margin) nothing more is
+  started: each action left is `skipped` with detail `deadline reached` and a `check` line.
 
 Every audit line has the same keys: ts, run_id, actor, mode, phase, provider, account, region,
 resource, kind, policy, action, before, request, after, result, reason, error.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import getpass
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +64,25 @@ class NoChange:
 
 Check = Callable[[Finding, Resource], Change | NoChange]
 PER_POLICY_ACTIONS = frozenset({"mark-violation"})
+DEADLINE_REACHED = "deadline reached"
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """When a run must stop starting actions, on a monotonic clock."""
+
+    at: float
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        return cls(clock() + seconds, clock)
+
+    def reached(self) -> bool:
+        return self.clock() >= self.at
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - self.clock())
 
 
 def utc_now() -> datetime:
@@ -137,7 +159,8 @@ class EnforcementRunner:
     """Applies one provider's planned actions through its checks, within a blast radius."""
 
     def __init__(self, provider: str, checks: Mapping[str, Check], *, max_actions: int,
-                 log: AuditLog, per_policy: frozenset[str] = PER_POLICY_ACTIONS) -> None:
+                 log: AuditLog, per_policy: frozenset[str] = PER_POLICY_ACTIONS,
+                 deadline: Deadline | None = None) -> None:
         if max_actions < 0:
             raise InputError("--max-actions must be 0 or more")
         self.provider = provider
@@ -145,6 +168,7 @@ class EnforcementRunner:
         self.max_actions = max_actions
         self.log = log
         self.per_policy = per_policy
+        self.deadline = deadline
         self.attempts = 0
         self._done: set[tuple[str, str, str]] = set()
 
@@ -170,6 +194,10 @@ class EnforcementRunner:
             return "skipped", f"{resource.id}: {action} already handled in this run"
         if self.attempts >= self.max_actions:
             return "skipped", f"blast radius: --max-actions {self.max_actions} reached"
+        if self.deadline is not None and self.deadline.reached():
+            self.log.write("check", finding, resource, action, result="skipped",
+                           reason=DEADLINE_REACHED)
+            return "skipped", DEADLINE_REACHED
         self._done.add(key)
         try:
             outcome = check(finding, resource)
@@ -210,13 +238,15 @@ def run_enforcement(
     actor: str | None = None,
     clock: Clock = utc_now,
     run_id: str | None = None,
+    deadline: Deadline | None = None,
 ) -> Report:
     """The report with `provider`'s planned actions applied, skipped or failed; mode enforce."""
     by_id = {(r.provider, r.id): r for r in resources}
     findings: list[Finding] = []
     with AuditLog(audit_log, run_id=run_id or uuid.uuid4().hex, actor=actor or default_actor(),
                   mode="enforce", clock=clock) as log:
-        runner = EnforcementRunner(provider, checks, max_actions=max_actions, log=log)
+        runner = EnforcementRunner(provider, checks, max_actions=max_actions, log=log,
+                                   deadline=deadline)
         for finding in report.findings:
             resource = by_id.get((finding.resource.provider, finding.resource.id))
             findings.append(runner.handle(finding, resource))

@@ -32,7 +32,8 @@ def verdicts(engine: Engine, resource: Resource, *, now: datetime = BUSINESS_HOU
         ({"capacity": "unknown"}, "unknown"),
         ({"capacity": "on-demand", "tags": {"env": "prod"}}, None),
         ({"capacity": "on-demand", "tags": {"Environment": "Production"}}, None),
-        ({"capacity": "on-demand", "tags": {"env": "production-like"}}, "fail"),
+        ({"capacity": "on-demand", "tags": {"env": "production-like"}}, None),  # prod…: fail safe
+        ({"capacity": "on-demand", "tags": {"env": "non-prod"}}, "fail"),
         ({"capacity": "on-demand", "tags": {"gpuwarden-exempt": "gpu-spot-required"}}, None),
         ({"capacity": "on-demand", "tags": {"gpuwarden.io/exempt": "all"}}, None),
         ({"capacity": "on-demand", "tags": {"gpuwarden-exempt": "gpu-idle_gpu-spot-required"}},

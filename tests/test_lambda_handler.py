@@ -284,8 +284,14 @@ def test_unwritable_bucket_is_logged_as_an_error_and_the_run_completes(
 # ------------------------------------------------------------------------------ enforce
 
 
+def at(monkeypatch: pytest.MonkeyPatch, instant: Any) -> None:
+    """The run's clock (an event's `now` is refused in enforce mode)."""
+    monkeypatch.setattr(lambda_handler, "utc_now", lambda: instant)
+
+
 def test_enforce_outside_business_hours_stops_only_non_production_gpus(
-    estate: Estate, bucket: str, api_calls: list[str], capsys: pytest.CaptureFixture[str]
+    estate: Estate, bucket: str, api_calls: list[str], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ec2 = estate.client("ec2")
     volume = ec2.create_volume(
@@ -294,9 +300,9 @@ def test_enforce_outside_business_hours_stops_only_non_production_gpus(
             {"Key": "gpuwarden:snapshot-before-stop", "Value": "true"}]}])["VolumeId"]
     ec2.attach_volume(VolumeId=volume, InstanceId=estate.ids["dev-gpu"], Device="/dev/sdf")
     seeding = len(api_calls)
+    at(monkeypatch, OFF_HOURS)
 
-    summary = handler({**SCHEDULER_EVENT, "mode": "enforce", "now": OFF_HOURS.isoformat()},
-                      FakeContext())
+    summary = handler({**SCHEDULER_EVENT, "mode": "enforce"}, FakeContext())
     made = api_calls[seeding:]
 
     assert estate.states() == {"dev-gpu": "stopped", "dev-spot-gpu": "stopped",
@@ -337,9 +343,10 @@ def lambda_handler_tmp() -> str:
     return tempfile.gettempdir()
 
 
-def test_enforce_respects_the_blast_radius(estate: Estate, bucket: str) -> None:
-    summary = handler({"mode": "enforce", "max_actions": 1, "now": OFF_HOURS.isoformat()},
-                      FakeContext())
+def test_enforce_respects_the_blast_radius(estate: Estate, bucket: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    at(monkeypatch, OFF_HOURS)
+    summary = handler({"mode": "enforce", "max_actions": 1}, FakeContext())
 
     states = estate.states()
     stopped = sorted(name for name, state in states.items() if state == "stopped")
@@ -347,15 +354,19 @@ def test_enforce_respects_the_blast_radius(estate: Estate, bucket: str) -> None:
     assert summary["remediations"]["applied"] == 1
 
 
-def test_enforce_in_business_hours_stops_nothing(estate: Estate, bucket: str) -> None:
-    summary = handler({"mode": "enforce", "now": BUSINESS_HOURS.isoformat()}, FakeContext())
+def test_enforce_in_business_hours_stops_nothing(estate: Estate, bucket: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    at(monkeypatch, BUSINESS_HOURS)
+    summary = handler({"mode": "enforce"}, FakeContext())
 
     assert set(estate.states().values()) == {"running"}
     assert summary["remediations"]["applied"] == 0 and summary["audit_log"] is None
 
 
-def test_enforce_twice_is_idempotent(estate: Estate, bucket: str) -> None:
-    event = {"mode": "enforce", "now": OFF_HOURS.isoformat()}
+def test_enforce_twice_is_idempotent(estate: Estate, bucket: str,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    at(monkeypatch, OFF_HOURS)
+    event = {"mode": "enforce"}
     first = handler(event, FakeContext(aws_request_id="first"))
     second = handler(event, FakeContext(aws_request_id="second"))
 
@@ -434,12 +445,14 @@ def test_bad_environment_is_an_error_result(
 
 
 def test_unreadable_policy_is_an_error_result_with_the_run_id(
-    estate: Estate, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    estate: Estate, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("apiVersion: gpuwarden.io/v1\npolicies:\n  - id: [not, a, string]\n")
+    monkeypatch.setenv("LAMBDA_TASK_ROOT", str(tmp_path))  # the package root
 
-    result = handler({"policies": [str(broken)], "now": OFF_HOURS.isoformat()}, FakeContext())
+    result = handler({"policies": ["broken.yaml"], "now": OFF_HOURS.isoformat()}, FakeContext())
 
     assert set(result) == {"error", "run_id"} and str(broken) in result["error"]
     errors = [line for line in logged(capsys) if line["level"] == "error"]
