@@ -11,13 +11,13 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from engine.errors import InputError
+from engine import console
+from engine.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
 from engine.model import Report, Resource, Severity
 
 app = typer.Typer(
     name="gpuwarden",
     help="Policy-as-code guardrails for GPU cloud spend.",
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -61,16 +61,53 @@ DcgmUrlOpt = Annotated[str | None, typer.Option(
     "--dcgm-url", help="A dcgm-exporter /metrics endpoint, for an instant reading.")]
 WindowOpt = Annotated[int, typer.Option(
     "--telemetry-window", min=60, help="Telemetry look-back window in seconds.")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No progress or informational lines on stderr (warnings and errors "
+    "still print).")]
+INTERRUPTED = 130
+DEBUG_HINT = "rerun as 'gpuwarden --log-level debug ...' for the traceback"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from engine import __version__
+
+        try:
+            installed = version("gpuwarden")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            installed = __version__
+        typer.echo(f"gpuwarden {installed}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    _version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version, help="Print the version and exit.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(
+        "--log-level", envvar="GPUWARDEN_LOG_LEVEL", help="debug|info|warning|error. Provider "
+        "SDKs log errors only, unless debug; debug also prints tracebacks.")] = "warning",
+) -> None:
+    """Policy-as-code guardrails for GPU cloud spend."""
+    _check_choice("--log-level", log_level, console.LOG_LEVELS)
+    console.configure_logging(log_level)
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"gpuwarden: error: {message}", err=True)
+    typer.echo(_error_line(message), err=True)
     raise typer.Exit(2)
+
+
+def _error_line(message: str) -> str:
+    return f"gpuwarden: error: {printable(message, LINE_LIMIT)}"
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        _fail(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        _fail(f"{name}: {printable(value)!r} is not one of {', '.join(choices)}")
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -84,13 +121,25 @@ def _emit(text: str, output: Path | None) -> None:
 
 
 def _finish(report: Report, engine: object, fmt: str, output: Path | None,
-            source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool) -> None:
+            source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool,
+            quiet: bool = False) -> NoReturn:
     from engine.evaluate import Engine
-    from engine.pipeline import Gate, apply_unknown_mode, render_report
+    from engine.pipeline import Gate, apply_unknown_mode, render_context, render_report
 
     assert isinstance(engine, Engine)
     report = apply_unknown_mode(report, unknown)  # type: ignore[arg-type]
-    _emit(render_report(report, fmt, engine, source_file), output)
+    if fmt == "table" and output is None and console.wants_colour(sys.stdout):
+        from engine.outputs.table import renderables
+
+        width = console.report_width(sys.stdout)
+        console.print_renderable(renderables(render_context(report, engine, source_file, width)))
+    else:
+        width = console.report_width(sys.stdout if output is None else None)
+        _emit(render_report(report, fmt, engine, source_file, width), output)
+    if output is not None:
+        count = len(report.findings)
+        console.note(f"wrote {fmt} report to {output} ({count} finding{'s' * (count != 1)})",
+                     quiet=quiet)
     code = Gate(fail_on, unknown, soft_fail).exit_code(report)  # type: ignore[arg-type]
     raise typer.Exit(code)
 
@@ -116,6 +165,7 @@ def check_plan(
                                                   "listed in this baseline file.")] = None,
     write_baseline: Annotated[Path | None, typer.Option("--write-baseline", help="Write the "
                                                         "current findings as a baseline.")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """PR check: evaluate Terraform plans (JSON) against the policies."""
     _check_choice("--format", fmt, FORMATS)
@@ -147,7 +197,7 @@ def check_plan(
 
         report = apply_baseline(report, read_baseline(baseline))
     source = _display_path(plans[0]) if len(plans) == 1 else None
-    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail)
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
 
 
 def _display_path(path: str) -> str | None:
@@ -210,12 +260,13 @@ def scan(
     prometheus_ca: PrometheusCaOpt = None,
     dcgm_url: DcgmUrlOpt = None,
     window: WindowOpt = 3600,
+    quiet: QuietOpt = False,
 ) -> None:
     """Scan live or exported state (or the demo estate) against the policies."""
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
-    from engine.pipeline import build_engine, parse_instant
-    from engine.sources.registry import ScanOptions, collect_sources, write_snapshot
+    from engine.pipeline import build_engine, collect_scan, parse_instant
+    from engine.sources.registry import ScanOptions, write_snapshot
 
     sources = list(source or [])
     if demo:
@@ -236,14 +287,13 @@ def scan(
         prometheus_ca=prometheus_ca, dcgm_url=dcgm_url, telemetry_window_s=window,
     )
     instant = parse_instant(now)
+    if enforce and now is not None:
+        console.warn(f"enforcing with a replayed clock --now {instant.isoformat()}; actions run "
+                     "against real resources")
     engine = build_engine(policies, prices)
-    collected = collect_sources(sources, options, engine.catalog)
-    if options.wants_telemetry or "telemetry" in collected.snapshot:
-        from engine.telemetry import attach_telemetry
-
-        collected = attach_telemetry(collected, options, instant, engine.catalog)
+    collected = collect_scan(sources, options, engine.catalog, instant, show_progress=not quiet)
     for warning in collected.warnings:
-        typer.echo(f"gpuwarden: warning: {warning}", err=True)
+        console.warn(warning)
     if save_snapshot is not None:
         write_snapshot(collected, save_snapshot, instant.isoformat())
     report = engine.evaluate(collected.resources, instant, show_passed=show_passed,
@@ -252,7 +302,7 @@ def scan(
         from remediations.enforce import enforce_report
 
         report = enforce_report(report, collected, max_actions=max_actions, audit_log=audit_log)
-    _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail)
+    _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
 
 
 @app.command("offhours")
@@ -279,7 +329,7 @@ def offhours_cmd(
         for transition in result["next_transitions"]:
             typer.echo(f"next       {transition['at']}: {transition['state']}")
     if not result["valid"]:
-        _fail(f"invalid schedule {schedule!r}: {result['error']}")
+        _fail(f"invalid schedule {printable(schedule)!r}: {result['error']}")
 
 
 @policies_app.command("list")
@@ -304,7 +354,7 @@ def policies_show(
 
     found = {p.id: p for p in load_policies(policies or [BUILTIN])}
     if policy_id not in found:
-        _fail(f"no policy {policy_id!r} (have: {', '.join(found)})")
+        _fail(f"no policy {printable(policy_id)!r} (have: {', '.join(found)})")
     data = found[policy_id].spec.model_dump(mode="json")
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=100).rstrip())
 
@@ -476,6 +526,7 @@ def webhook(
                                deadline_fraction)
     caches = cluster_cache(no_cluster=no_cluster, kubeconfig=kubeconfig, resync_seconds=resync)
     web = create_app(build_engine(policies), settings=settings, caches=caches)
+    console.set_sdk_log_level(0)  # a server logs its clients' retries at its own --log-level
     run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
                                    log_level))
 
@@ -488,20 +539,36 @@ def _usage_line(exc: typer.TyperException) -> str:
 
 
 def main() -> None:
-    """Console entry point: usage errors and InputError become one line on stderr, exit 2."""
+    """Console entry point: usage errors and InputError become one line on stderr, exit 2; so
+    does any other exception (a CI gate must not read a crash as a policy failure, exit 1)."""
     try:
         code = app(standalone_mode=False, prog_name="gpuwarden")
     except InputError as exc:
-        typer.echo(f"gpuwarden: error: {exc}", err=True)
+        typer.echo(_error_line(str(exc)), err=True)
         sys.exit(2)
-    except typer.Abort:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("gpuwarden: interrupted", err=True)
+        sys.exit(INTERRUPTED)
     except typer.TyperException as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" and getattr(exc, "ctx", None) is not None:
             typer.echo(exc.ctx.get_help(), err=True)  # type: ignore[attr-defined]
         else:
-            typer.echo(_usage_line(exc), err=True)
+            typer.echo(printable(_usage_line(exc), LINE_LIMIT), err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except Exception as exc:
+        _report_internal_error(exc)
+        sys.exit(2)
+    if code == INTERRUPTED:  # typer's answer to Ctrl-C while a command runs
+        typer.echo("gpuwarden: interrupted", err=True)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _report_internal_error(exc: Exception) -> None:
+    if console.debugging():
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    detail = printable(f"{type(exc).__name__}: {exc}", ECHO_LIMIT)
+    hint = "" if console.debugging() else f" ({DEBUG_HINT})"
+    typer.echo(f"gpuwarden: internal error: {detail}{hint}", err=True)
+

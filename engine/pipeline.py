@@ -6,15 +6,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from engine import __version__
 from engine.catalog import Catalog, builtin_catalog, with_price_overrides
-from engine.errors import InputError
+from engine.errors import InputError, printable
 from engine.evaluate import Engine
 from engine.model import Report, Severity
 from engine.outputs import PolicyMeta, RenderContext
 from engine.policy import BUILTIN, CompiledPolicy, load_policies
+
+if TYPE_CHECKING:
+    from engine.sources.registry import Collected, ScanOptions
 
 UnknownMode = Literal["warn", "fail", "pass"]
 DOCS_URL = "https://github.com/gpuwarden/gpuwarden/blob/main/docs/policies.md"
@@ -27,7 +30,7 @@ def parse_instant(text: str | None) -> datetime:
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise InputError(f"--now: not an ISO 8601 instant: {text!r}") from None
+        raise InputError(f"--now: not an ISO 8601 instant: {printable(text)!r}") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -54,18 +57,42 @@ def policy_meta(policies: Sequence[CompiledPolicy]) -> dict[str, PolicyMeta]:
     }
 
 
-def render_report(
-    report: Report, fmt: str, engine: Engine, source_file: str | None = None
-) -> str:
-    from engine.outputs.registry import render
-
-    ctx = RenderContext(
+def render_context(report: Report, engine: Engine, source_file: str | None = None,
+                   width: int | None = None) -> RenderContext:
+    return RenderContext(
         report=report,
         policies=policy_meta(engine.policies),
         source_file=source_file,
         tool_version=__version__,
+        width=width,
     )
-    return render(fmt, ctx)
+
+
+def render_report(
+    report: Report, fmt: str, engine: Engine, source_file: str | None = None,
+    width: int | None = None,
+) -> str:
+    from engine.outputs.registry import render
+
+    return render(fmt, render_context(report, engine, source_file, width))
+
+
+def collect_scan(specs: Sequence[str], options: ScanOptions, catalog: Catalog, instant: datetime,
+                 *, show_progress: bool = False) -> Collected:
+    """Read the sources and join GPU telemetry; with `show_progress`, a live read that takes
+    a while shows a spinner on a terminal's stderr."""
+    from engine.console import progress
+    from engine.sources.registry import collect_sources
+
+    live = [spec.partition(":")[0] for spec in specs if not spec.startswith("snapshot")]
+    live += ["GPU telemetry"] if options.wants_telemetry else []
+    with progress(f"reading {', '.join(live)}…", enabled=show_progress and bool(live)):
+        collected = collect_sources(list(specs), options, catalog)
+        if options.wants_telemetry or "telemetry" in collected.snapshot:
+            from engine.telemetry import attach_telemetry
+
+            collected = attach_telemetry(collected, options, instant, catalog)
+    return collected
 
 
 def apply_unknown_mode(report: Report, mode: UnknownMode) -> Report:

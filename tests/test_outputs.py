@@ -277,7 +277,8 @@ def test_table_what_to_do_names_the_top_three_fixes_by_dollars() -> None:
     findings = varied_findings()
     text = table.render(make_context(findings))
     advice = text.split("What to do first:")[1]
-    lines = [line for line in advice.splitlines() if re.match(r"\s+\d\. ", line)]
+    # one item per number, its wrapped continuation lines joined
+    lines = [" ".join(item.split()) for item in re.split(r"\n(?=\s+\d\. )", advice.strip())]
     top = failing_by_dollars(findings)[:3]
     assert len(lines) == 3
     for line, finding in zip(lines, top, strict=True):

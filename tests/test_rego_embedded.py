@@ -225,5 +225,5 @@ def test_missing_bindings_say_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
         return real(name, *args)
 
     monkeypatch.setattr(embedded.importlib, "import_module", no_regorus)
-    with pytest.raises(RegoError, match=r"pip install 'gpuwarden\[rego\]'.*gordon-to-regorus==0"):
+    with pytest.raises(RegoError, match=r"gpuwarden\[rego\] @ git\+https://.*gordon-to-regorus==0"):
         embedded.import_regorus()

@@ -27,6 +27,7 @@ class RenderContext:
     source_file: str | None = None  # the plan / snapshot scanned; SARIF's fallback location
     tool_version: str = "0.1.0"
     max_chars: int = 60_000  # Markdown PR comment budget (GitHub's limit is 65,536)
+    width: int | None = None  # terminal table columns; None: the table's default
 
 
 Renderer = Callable[[RenderContext], str]

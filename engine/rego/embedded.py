@@ -1,4 +1,4 @@
-"""In-process Rego evaluation through the regorus bindings (`pip install 'gpuwarden[rego]'`).
+"""In-process Rego evaluation through the regorus bindings (the `rego` extra).
 
 The bindings are the PyPI package `gordon-to-regorus` (module `regorus`), pinned exactly in
 pyproject.toml: it is a single-maintainer fork, so an upgrade is a reviewed change, not a resolver
@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from engine.errors import install_hint
 from engine.model import Door
 from engine.rego.common import (
     UNDEFINED,
@@ -58,7 +59,7 @@ def import_regorus() -> ModuleType:
         return importlib.import_module("regorus")
     except ImportError:
         raise RegoError(
-            "the embedded Rego engine is not installed: pip install 'gpuwarden[rego]' "
+            f"the embedded Rego engine is not installed: {install_hint('rego')} "
             f"(it pins {REGORUS_REQUIREMENT}), or use evaluator: remote with an OPA server"
         ) from None
 

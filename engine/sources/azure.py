@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.catalog import Catalog
 from engine.enrich import enrich
-from engine.errors import InputError
+from engine.errors import InputError, install_hint
 from engine.model import Capacity, Category, Resource, State
 from engine.sources.registry import Collected, ScanOptions
 
@@ -151,7 +151,7 @@ def connect(settings: AzureSettings | None = None) -> AzureClients:
         from azure.identity import DefaultAzureCredential
     except ModuleNotFoundError as exc:
         raise InputError(f"source 'azure' needs a package that is not installed: {exc.name} "
-                         "(pip install 'gpuwarden[azure]')") from None
+                         f"({install_hint('azure')})") from None
     credential = settings.credential or DefaultAzureCredential()
     return AzureClients(credential, settings.base_url, settings.client_kwargs)
 
@@ -274,7 +274,7 @@ def _list_clusters(clients: AzureClients, estate: SubscriptionEstate) -> list[st
         containers = clients.containers(sub)
     except ModuleNotFoundError:
         return [f"azure: subscription {sub}: AKS node pools not scanned "
-                "(pip install azure-mgmt-containerservice)"]
+                f"({install_hint('azure')})"]
     try:
         estate.managed_clusters = [plain(c) for c in containers.managed_clusters.list()]
     except Exception as exc:

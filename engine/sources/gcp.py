@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.catalog import Catalog
 from engine.enrich import enrich
-from engine.errors import InputError
+from engine.errors import InputError, install_hint
 from engine.model import Capacity, Category, GpuSpec, Resource, State
 from engine.sources.registry import Collected, ScanOptions
 
@@ -141,7 +141,7 @@ def connect(settings: GcpSettings | None = None) -> GcpClients:
         from google.cloud import compute_v1, resourcemanager_v3
     except ModuleNotFoundError as exc:
         raise InputError(f"source 'gcp' needs a package that is not installed: {exc.name} "
-                         "(pip install 'gpuwarden[gcp]')") from None
+                         f"({install_hint('gcp')})") from None
     credentials = settings.credentials or _default_credentials()
 
     def options(endpoint: str | None) -> dict[str, str] | None:

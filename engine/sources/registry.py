@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.catalog import Catalog
-from engine.errors import InputError
+from engine.errors import InputError, install_hint
 from engine.model import Resource
 
 SOURCES: dict[str, str] = {
@@ -89,7 +89,7 @@ def collector(name: str) -> Collector:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise InputError(f"source {name!r} needs a package that is not installed: {exc.name} "
-                         f"(pip install 'gpuwarden[{name}]' or 'gpuwarden[all]')") from None
+                         f"({install_hint(name if name in ('gcp', 'azure') else 'all')})") from None
     collect: Collector = module.collect
     return collect
 
