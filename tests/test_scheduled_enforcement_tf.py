@@ -674,3 +674,29 @@ def test_plan_passes_gpuwarden_check_plan_rules(plan: dict[str, Any], tmp_path: 
     failing = {f["resource"]["id"] for f in strict["findings"]
                if f["policy"] == "encryption-at-rest" and f["result"] == "fail"}
     assert failing == {"module.dry.aws_s3_bucket.reports"}
+
+
+# Permission-only CloudWatch Logs actions: IAM accepts no resource but "*" for them.
+LOG_DELIVERY_ACTIONS = frozenset({"logs:CreateLogDelivery", "logs:DeleteLogDelivery",
+                                  "logs:GetLogDelivery", "logs:ListLogDeliveries",
+                                  "logs:UpdateLogDelivery"})
+
+
+@pytest.mark.parametrize("directory", [MODULE, FAN_OUT], ids=lambda p: p.name)
+def test_no_logs_action_is_granted_on_every_resource(directory: Path) -> None:
+    """logs:* on "*" only for the permission-only log-delivery actions, and then only under a
+    condition; PutResourcePolicy and the rest name their log group."""
+    logs_statements = 0
+    for path, value in walk(parse_dir(directory)):
+        if not isinstance(value, dict) or not isinstance(value.get("actions"), list):
+            continue
+        logs = [a for a in value["actions"] if a.startswith("logs:")]
+        if not logs or value.get("effect") == "Deny":
+            continue
+        logs_statements += 1
+        resources = value.get("resources") or []
+        if "*" in resources:
+            where = "/".join(path)
+            assert set(logs) <= LOG_DELIVERY_ACTIONS, f"{sorted(logs)} on '*' at {where}"
+            assert value.get("condition"), f"log delivery on '*' without a condition at {where}"
+    assert logs_statements >= 1

@@ -131,21 +131,39 @@ data "aws_iam_policy_document" "state_machine" {
     }
   }
 
-  # Log delivery APIs take no resource-level permissions.
+  # Step Functions sets up log delivery with this role. The log-delivery actions are
+  # permission-only (IAM accepts no resource but "*"): they are held to this region. The
+  # resource-policy and log-group actions are scoped to the state machine's own log group.
   statement {
     sid    = "DeliverLogs"
     effect = "Allow"
     actions = [
       "logs:CreateLogDelivery",
       "logs:DeleteLogDelivery",
-      "logs:DescribeLogGroups",
-      "logs:DescribeResourcePolicies",
       "logs:GetLogDelivery",
       "logs:ListLogDeliveries",
-      "logs:PutResourcePolicy",
       "logs:UpdateLogDelivery",
     ]
     resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestedRegion"
+      values   = [data.aws_region.current.name]
+    }
+  }
+
+  statement {
+    sid    = "LogGroupPolicy"
+    effect = "Allow"
+    actions = [
+      "logs:DescribeLogGroups",
+      "logs:DescribeResourcePolicies",
+      "logs:PutResourcePolicy",
+    ]
+    resources = [
+      aws_cloudwatch_log_group.state_machine.arn,
+      "${aws_cloudwatch_log_group.state_machine.arn}:*",
+    ]
   }
 }
 
