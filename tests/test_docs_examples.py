@@ -360,3 +360,20 @@ def test_hcl_examples_declare_the_data_sources_and_variables_they_use() -> None:
         used_vars = set(re.findall(r"\bvar\.([a-z0-9_]+)", block.body))
         assert used_data <= declared_data, f"{block}: undeclared {used_data - declared_data}"
         assert used_vars <= declared_vars, f"{block}: undeclared {used_vars - declared_vars}"
+
+
+@pytest.mark.parametrize(("command", "doc", "heading"), [
+    ("check-plan", "pr-check.md", "## Options"),
+    ("webhook", "admission.md", "## Flags"),
+])
+def test_option_tables_list_every_option_of_the_command(command: str, doc: str,
+                                                        heading: str) -> None:
+    import typer.main
+
+    from engine.cli import app
+
+    click_command = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    options = {o for p in click_command.params for o in p.opts if o.startswith("--")} - {"--help"}
+    documented = set(re.findall(r"^\| `(--[a-z-]+)", section(doc, heading), re.M))
+    documented |= set(re.findall(r"^\| `--[a-z-]+`, `(--[a-z-]+)`", section(doc, heading), re.M))
+    assert options == documented
