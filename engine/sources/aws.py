@@ -30,9 +30,9 @@ the EC2 type they run on. What it decides on top:
   (an `alias/aws/...` alias, from `kms:ListAliases` in the region); when the aliases could not
   be read, `customer_key` is unknown. A launch template disk that leaves `Encrypted` unset
   follows the region's EBS encryption-by-default setting.
-- Autoscaling group tags are those propagated to instances, plus `env`/`environment` and
-  `gpuwarden*` control tags whatever their propagation: a production marker on the group must
-  protect the group itself.
+- Autoscaling group tags are those propagated to instances, plus environment tags
+  (`engine.labels.is_environment_key`) and `gpuwarden*` control tags whatever their
+  propagation: a production marker on the group must protect the group itself.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from engine import __version__
 from engine.catalog import Catalog
 from engine.enrich import enrich
 from engine.errors import InputError
+from engine.labels import is_environment_key
 from engine.model import Capacity, Category, Resource, State
 from engine.sources.registry import Collected, ScanOptions
 
@@ -67,7 +68,6 @@ CLIENT_HOOKS: list[Callable[[Any], None]] = []
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/\S+$")
 _EKS_DEFAULT_INSTANCE_TYPE = "t3.medium"
 _TYPE_UNKNOWN = frozenset({"instance_type", "gpu", "hourly_usd"})
-_PROPAGATED_ANYWAY = frozenset({"env", "environment"})
 _ASG_MEMBER_TAG = "aws:autoscaling:groupName"
 
 _CREDENTIAL_CODES = frozenset({
@@ -813,7 +813,7 @@ def _asg_tags(group: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(tag, Mapping) or not tag.get("Key"):
             continue
         key = str(tag["Key"])
-        if (tag.get("PropagateAtLaunch") is not False or key.lower() in _PROPAGATED_ANYWAY
+        if (tag.get("PropagateAtLaunch") is not False or is_environment_key(key)
                 or key.lower().startswith("gpuwarden")):
             tags[key] = str(tag.get("Value") or "")
     return tags
