@@ -21,8 +21,8 @@ from engine import lambda_handler
 from engine.lambda_handler import KNOWN_FIELDS, handler, parse_run_config
 from engine.policy import builtin_pack_dir
 from remediations.runner import DEADLINE_REACHED
-from tests.conftest import OFF_HOURS
 from tests import test_lambda_handler as lambda_tests
+from tests.conftest import OFF_HOURS
 from tests.test_lambda_handler import BUCKET, Estate, FakeContext, logged
 
 # The handler tests' fixtures: moto on loopback, a seeded account, its bucket, the calls made.
