@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -19,6 +21,7 @@ from typing import Any, TypeVar
 from engine.errors import InputError
 
 HOURS_PER_MONTH = 730.0
+MAX_REMEMBERED = 4096  # name lookups a catalog keeps (see Catalog.remembered)
 T = TypeVar("T")
 
 
@@ -74,17 +77,28 @@ class Catalog:
     source_note: str = "gpuwarden built-in catalog (engine/data/catalog, prices dated 2026)"
     overridden: set[str] = field(default_factory=set)
     # Lookups by GPU model name scan the tables; estates repeat a few names, so remember them.
-    _by_model: dict[tuple[str, str | None, float | None], Any] = field(
-        default_factory=dict, repr=False, compare=False
+    # Names come from input (admission requests among them): least recently used ones go first.
+    _by_model: OrderedDict[tuple[str, str | None, float | None], Any] = field(
+        default_factory=OrderedDict, repr=False, compare=False
     )
+    _by_model_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                           compare=False)
 
     def remembered(
         self, key: tuple[str, str | None, float | None], compute: Callable[[], T]
     ) -> T:
-        """`compute()` once per key for this catalog: lookups that scan its tables by name."""
-        if key not in self._by_model:
-            self._by_model[key] = compute()
-        result: T = self._by_model[key]
+        """`compute()` once per key for this catalog, for the last MAX_REMEMBERED keys used:
+        lookups that scan its tables by name. Safe from several threads (the webhook's)."""
+        with self._by_model_lock:
+            if key in self._by_model:
+                self._by_model.move_to_end(key)
+                found: T = self._by_model[key]
+                return found
+        result = compute()
+        with self._by_model_lock:
+            self._by_model[key] = result
+            while len(self._by_model) > MAX_REMEMBERED:
+                self._by_model.popitem(last=False)
         return result
 
     def instance(self, name: str | None) -> InstanceType | None:

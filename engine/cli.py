@@ -500,6 +500,8 @@ def webhook(
                                     help="Seconds between certificate file checks.")] = 10.0,
     insecure_http: Annotated[bool, typer.Option("--insecure-http", help="Serve plain HTTP "
                                                 "(tests only; the API server needs TLS).")] = False,
+    client_ca: Annotated[Path | None, typer.Option("--client-ca", help="CA bundle (PEM): require "
+                                                   "client certificates it signed.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug|info|warning")] = "info",
 ) -> None:
     """Run the Kubernetes admission webhook (POST /validate, /mutate; GET /healthz, /readyz,
@@ -528,7 +530,7 @@ def webhook(
     web = create_app(build_engine(policies), settings=settings, caches=caches)
     console.set_sdk_log_level(0)  # a server logs its clients' retries at its own --log-level
     run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
-                                   log_level))
+                                   log_level, client_ca=client_ca))
 
 
 def _usage_line(exc: typer.TyperException) -> str:

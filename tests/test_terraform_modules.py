@@ -174,7 +174,8 @@ def test_webhook_entries(module: dict[str, Any], kind: str, timeout: int, path: 
         assert entry["side_effects"] == "NoneOnDryRun"
         assert entry["admission_review_versions"] == ["v1"]
         assert entry["match_policy"] == "Equivalent"
-        assert entry["client_config"][0]["service"][0]["path"] == path
+    paths = [entry["client_config"][0]["service"][0]["path"] for entry in entries]
+    assert paths == [path, f"{path}/fail-closed"]  # the webhook denies what it cannot judge
     # exactly one entry matches any namespace: NotIn the opt-in label, or In it
     operators = [{e["key"]: e["operator"] for e in entry["namespace_selector"][0][
         "match_expressions"]}["${var.fail_closed_label}"] for entry in entries]

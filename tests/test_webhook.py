@@ -416,6 +416,8 @@ def test_warn_policies_become_warnings_not_denials(
 def test_long_warnings_are_clipped_to_120_characters(client: httpx.Client, clock: Clock) -> None:
     clock.now = OFF_HOURS
     obj = gpu_workload("Deployment", name="x" * 200, labels=TAGS, selector=SPOT)
+    obj["spec"]["selector"]["matchLabels"] = obj["spec"]["template"]["metadata"]["labels"] = {
+        "app": "x" * 63}  # a label value's limit; the 200-character name is allowed
     response = post(client, "validate", review(obj))
     (warning,) = response["warnings"]
     assert len(warning) == 120 and warning.endswith("...")
@@ -436,7 +438,9 @@ def test_exempt_annotation_lets_the_workload_through(client: httpx.Client) -> No
     obj = gpu_workload(annotations={"gpuwarden.io/exempt": "gpu-spot-required,"
                                                            "required-cost-tags"})
     response = post(client, "validate", review(obj))
-    assert response["allowed"] is True and "auditAnnotations" not in response
+    assert response["allowed"] is True
+    assert response["auditAnnotations"] == {
+        "exemption": "exempt:gpu-spot-required,required-cost-tags"}
 
 
 MEMORY_CAP_POLICY = """
@@ -521,6 +525,9 @@ def test_mig_swap_waits_for_a_node_that_offers_the_slice(client: httpx.Client) -
 
 def test_mirror_pods_deletions_and_pod_updates_are_not_judged(client: httpx.Client) -> None:
     mirror = gpu_workload("Pod", annotations={"kubernetes.io/config.mirror": "abc123"})
+    mirror["spec"]["nodeName"] = "node-1"  # as the kubelet creates it: bound, Node-owned
+    mirror["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node",
+                                              "name": "node-1", "uid": "u", "controller": True}]
     deleting = gpu_workload("Deployment")
     deleting["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:00Z"
     pod = gpu_workload("Pod")
@@ -532,7 +539,8 @@ def test_mirror_pods_deletions_and_pod_updates_are_not_judged(client: httpx.Clie
     for body in bodies:
         for endpoint in ("validate", "mutate"):
             response = post(client, endpoint, body)
-            assert response == {"uid": response["uid"], "allowed": True}
+            exempt = {"auditAnnotations": {"exemption": "mirror-pod"}} if body is bodies[0] else {}
+            assert response == {"uid": response["uid"], "allowed": True, **exempt}
 
 
 def test_updates_are_judged_when_the_template_or_labels_change(client: httpx.Client) -> None:

@@ -1,12 +1,17 @@
-"""Fuzz /validate and /mutate (in-process ASGI, hypothesis) with malformed bodies and mutated
-reviews: never a 5xx or an exception; a 200 is always a well-formed AdmissionReview for the
-request's uid, and a patch always applies to the object it was computed for."""
+"""Fuzz /validate and /mutate (in-process ASGI, hypothesis) with malformed bodies, mutated
+reviews and hostile sizes: never a 5xx or an exception; a 200 is always a well-formed
+AdmissionReview for the request's uid, and a patch always applies to the object it was computed
+for; an object over a Kubernetes size limit is refused at once, never evaluated.
+
+Examples per test: GPUWARDEN_FUZZ_EXAMPLES (default 60; e.g. 2000 for a long run)."""
 
 from __future__ import annotations
 
 import base64
 import copy
 import json
+import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +24,7 @@ from engine.evaluate import Engine
 from engine.policy import load_policies
 from engine.webhook.app import create_app
 from engine.webhook.caches import ClusterCache, StaticLister
+from engine.webhook.review import MAX_BODY_BYTES
 from tests.conftest import OFF_HOURS
 from tests.test_webhook import (
     A100,
@@ -34,7 +40,8 @@ from tests.test_webhook import (
     review,
 )
 
-FUZZ = settings(max_examples=250, deadline=None,
+EXAMPLES = int(os.environ.get("GPUWARDEN_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -178,3 +185,54 @@ def test_truncated_reviews_get_400(client: InProcessClient, data: st.DataObject)
     reply = client.post("/validate", body[:cut])
     assert reply.status_code == 400
     assert "not JSON" in reply.json()["message"] or cut == 0
+
+
+# ---------------------------------------------------------------------------- hostile sizes
+
+# Where a hostile string goes, and the Kubernetes limit on it there (None: no limit checked), in
+# characters; annotations are limited in bytes, all together.
+SIZED_PLACES: list[tuple[tuple[str, ...], int | None]] = [
+    (("metadata", "name"), 253),
+    (("metadata", "labels", "team"), 63),
+    (("metadata", "annotations", "note"), 256 * 1024 - 4 - 17 - len("gpuwarden.io/checkpoint")),
+    (("spec", "nodeSelector", "nvidia.com/gpu.product"), 63),
+    (("spec", "nodeSelector", "pool"), 63),
+    (("spec", "containers", "0", "image"), None),
+    (("spec", "containers", "0", "resources", "limits", "nvidia.com/gpu"), None),
+    (("spec", "priorityClassName"), None),
+]
+SIZES = [0, 62, 63, 64, 253, 254, 4096, 256 * 1024, 256 * 1024 + 1, 2 * 1024 * 1024]
+
+
+def place(document: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+    node: Any = document
+    for step in path[:-1]:
+        node = node[int(step)] if isinstance(node, list) else node.setdefault(step, {})
+    node[path[-1]] = value
+
+
+@FUZZ
+@given(where=st.sampled_from(SIZED_PLACES), size=st.sampled_from(SIZES),
+       char=st.sampled_from(["A", "1", "-", "é", "NVIDIA-A100-"]),
+       endpoint=st.sampled_from(["validate", "mutate"]))
+def test_hostile_sizes_are_refused_or_judged_in_time(
+    client: InProcessClient, where: tuple[tuple[str, ...], int | None], size: int, char: str,
+    endpoint: str,
+) -> None:
+    path, limit = where
+    value = (char * (size // len(char) + 1))[:size]
+    pod = gpu_workload("Pod", labels=TAGS, selector={"nvidia.com/gpu.product": A100})
+    place(pod, path, value)
+    body = encode(review(pod))
+    started = time.perf_counter()
+    check_answer(client, endpoint, body)
+    assert time.perf_counter() - started < 1.0, "a hostile size took the deadline's time"
+    answer = client.post(f"/{endpoint}", body).json()
+    if len(body) > MAX_BODY_BYTES:  # request.name repeats metadata.name
+        assert answer["code"] == 400 and "cap" in answer["message"]
+        return
+    response = answer["response"]
+    size_there = len(value.encode()) if path[1] == "annotations" else len(value)
+    over = limit is not None and size_there > limit
+    refused = response.get("auditAnnotations", {}).get("evaluation") == "invalid-object"
+    assert refused == over, (path, size, response.get("status"))

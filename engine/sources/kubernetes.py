@@ -39,6 +39,7 @@ CHECKPOINT_ANNOTATION = "gpuwarden.io/checkpoint"
 # Time-slicing with renameByDefault: the device plugin advertises shared GPUs under this name.
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # GPU feature discovery: > 1 when shared
+MAX_LABEL_VALUE_CHARS = 63  # Kubernetes' limit on a label value
 SHARED_PRODUCT_SUFFIX = "-SHARED"  # GFD's product label on shared GPUs (renameByDefault false)
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # per-node plugin config name
 # Node labels naming a GPU sharing strategy without hardware isolation: key -> such values.
@@ -632,6 +633,8 @@ def _gpu_spec(
 
     requirements = _node_requirements(pod_spec)
     product = _pinned_value(requirements, GPU_PRODUCT_LABEL)
+    if product is not None and len(product) > MAX_LABEL_VALUE_CHARS:
+        product = None  # no node carries a label value that long: no GPU model is pinned
     slice_of = _MIG_IN_PRODUCT.match(product) if product else None
     if slice_of:
         # MIG "single" strategy: nvidia.com/gpu on such a node is one slice of the named GPU.
@@ -860,16 +863,21 @@ def gpu_model(product: str, catalog: Catalog) -> tuple[str, float | None]:
 
     "NVIDIA-A100-SXM4-80GB" -> ("NVIDIA A100 80GB SXM", 80.0). A label the catalog does not know
     (or that fits several models of different memory) keeps its own name, with the memory its
-    name states, if any.
+    name states, if any. A value longer than a label value can be is no node's product: it is
+    neither matched nor remembered.
     """
+    if len(product) > MAX_LABEL_VALUE_CHARS:
+        return product, None
     return catalog.remembered(("product", product, None), lambda: _gpu_model(product, catalog))
 
 
 def _gpu_model(product: str, catalog: Catalog) -> tuple[str, float | None]:
-    wanted = _product_tokens(product)
+    """Linear in the label: its words are read once, then each catalog model's words (parsed
+    once per catalog) are looked up in them."""
+    wanted = _Words.of(product)
     scored: list[tuple[int, str, float]] = []
-    for name, memory in _catalog_models(catalog).items():
-        score = _match_score(wanted, _product_tokens(name))
+    for name, (memory, words) in _catalog_models(catalog).items():
+        score = _match_score(wanted, words)
         if score is not None:
             scored.append((score, name, memory))
     if scored:
@@ -881,31 +889,55 @@ def _gpu_model(product: str, catalog: Catalog) -> tuple[str, float | None]:
     return product, float(stated.group(1)) if stated else None
 
 
-def _catalog_models(catalog: Catalog) -> dict[str, float]:
-    models = {a.gpu_model: a.gpu_memory_gib for a in catalog.accelerators.values()}
-    models.update({i.gpu_model: i.gpu_memory_gib for i in catalog.instances.values()})
-    return models
+def _catalog_models(catalog: Catalog) -> dict[str, tuple[float, list[str]]]:
+    """Every catalog GPU model name → (memory GiB, its words)."""
+    def parse() -> dict[str, tuple[float, list[str]]]:
+        models = {a.gpu_model: a.gpu_memory_gib for a in catalog.accelerators.values()}
+        models.update({i.gpu_model: i.gpu_memory_gib for i in catalog.instances.values()})
+        return {name: (memory, _product_tokens(name)) for name, memory in models.items()}
+
+    return catalog.remembered(("product-models", None, None), parse)
 
 
 def _product_tokens(name: str) -> list[str]:
     return [token for token in re.split(r"[-_\s]+", name.upper()) if token]
 
 
-def _match_score(label: list[str], model: list[str]) -> int | None:
+@dataclass(frozen=True)
+class _Words:
+    """A product label's words, with the memory sizes and form factors it states."""
+
+    all: frozenset[str]
+    memory: frozenset[str]
+    forms: tuple[str, ...]
+
+    @classmethod
+    def of(cls, label: str) -> _Words:
+        words = _product_tokens(label)
+        return cls(frozenset(words), frozenset(w for w in words if _word_kind(w) == "memory"),
+                   tuple(w for w in words if _word_kind(w) == "form"))
+
+    def carry(self, model_word: str) -> bool:
+        if _word_kind(model_word) == "form":
+            return any(form.startswith(model_word) for form in self.forms)  # SXM4 is an SXM part
+        return model_word in self.all
+
+
+def _match_score(label: _Words, model: list[str]) -> int | None:
     """How many of a catalog model's words the label carries; None when they contradict.
 
     The chip (the word after NVIDIA) must appear as is; a memory size or SXM/PCIe form factor
     stated on both sides must agree.
     """
     chip = model[1] if len(model) > 1 and model[0] == "NVIDIA" else model[0]
-    if chip not in label:
+    if chip not in label.all:
         return None
     for word in model:
         kind = _word_kind(word)
-        stated = [w for w in label if kind is not None and _word_kind(w) == kind]
-        if stated and not any(_same_word(w, word) for w in stated):
+        stated = label.memory if kind == "memory" else label.forms if kind == "form" else ()
+        if stated and not label.carry(word):
             return None
-    return sum(1 for word in model if any(_same_word(w, word) for w in label))
+    return sum(1 for word in model if label.carry(word))
 
 
 def _word_kind(word: str) -> str | None:
@@ -914,12 +946,6 @@ def _word_kind(word: str) -> str | None:
     if word.startswith(("SXM", "PCIE")):
         return "form"
     return None
-
-
-def _same_word(label_word: str, model_word: str) -> bool:
-    if _word_kind(model_word) == "form":
-        return label_word.startswith(model_word)  # SXM4 is an SXM part
-    return label_word == model_word
 
 
 # ---------------------------------------------------------------------------- loose dict access

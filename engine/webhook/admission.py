@@ -8,7 +8,12 @@ from reading the cluster cache snapshot, so the app can run it in a worker threa
 
 Only CREATE and UPDATE are judged. An UPDATE is judged only when it changes what policies read
 (the pod template, the workload's labels or annotations) and never for a Pod (its spec was
-judged at creation and is immutable); mirror pods, objects being deleted and subresources pass.
+judged at creation and is immutable); objects being deleted and subresources pass.
+
+Exemptions are recorded in the response's audit annotations (`exemption`): a mirror pod (only a
+Pod bound to a node and owned by that Node, as the kubelet creates them: the annotation alone
+exempts nothing), a namespace excluded in the settings, a `gpuwarden.io/exempt` label or
+annotation.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from engine.evaluate import Engine
+from engine.labels import exempt_policies
 from engine.model import Category, Finding, Resource, State
 from engine.sources.kubernetes import gpu_model, pod_template_path, workload_resource
 from engine.webhook.caches import ClusterCache
@@ -27,6 +33,8 @@ from engine.webhook.review import AdmissionRequest, Decision, audit_key
 from remediations.kubernetes_patch import CLOUDS, Patch, mig_swap_patch, spot_placement_patch
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+EXEMPTION_AUDIT_KEY = "exemption"
+MAX_EXEMPTION_CHARS = 256
 MigSwap = Literal["offered", "always", "off"]
 Endpoint = Literal["validate", "mutate"]
 
@@ -35,6 +43,7 @@ Endpoint = Literal["validate", "mutate"]
 class AdmissionSettings:
     cloud: str = "aws"  # whose spot label and toleration the mutating webhook writes
     mig_swap: MigSwap = "offered"  # offered: only when a node advertises the MIG resource
+    excluded_namespaces: frozenset[str] = frozenset()  # allowed unjudged, recorded as exempt
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUDS:
@@ -113,22 +122,30 @@ class Judge:
         return self.validate(request, now) if endpoint == "validate" else self.mutate(request, now)
 
     def validate(self, request: AdmissionRequest, now: datetime) -> Outcome:
+        unjudged = self.unjudged(request)
+        if unjudged is not None:
+            return unjudged
         prepared = self.prepare(request, mutating=False)
         if prepared is None:
             return Outcome(Decision(), "skip")
         _, resource = prepared
         evaluation = self.evaluator(resource, now)
         decision = self.verdict(resource, evaluation.findings)
+        _record_exempt_policies(decision, resource)
         label = "deny" if not decision.allowed else "warn" if decision.warnings else "allow"
         return Outcome(decision, label, evaluation)
 
     def mutate(self, request: AdmissionRequest, now: datetime) -> Outcome:
+        unjudged = self.unjudged(request)
+        if unjudged is not None:
+            return unjudged
         prepared = self.prepare(request, mutating=True)
         if prepared is None:
             return Outcome(Decision(), "skip")
         obj, resource = prepared
         evaluation = self.evaluator(resource, now)
         decision = Decision()
+        _record_exempt_policies(decision, resource)
         for finding in evaluation.findings:
             action = finding.remediation.action if finding.remediation else None
             builder = PATCH_BUILDERS.get(action or "")
@@ -140,12 +157,21 @@ class Judge:
                 decision.audit_annotations[audit_key(finding.policy)] = "patched"
         return Outcome(decision, "patch" if decision.patch else "allow", evaluation)
 
+    def unjudged(self, request: AdmissionRequest) -> Outcome | None:
+        """The outcome of a request that is not evaluated (skipped or exempt), else None."""
+        if skip_reason(request) is not None:
+            return Outcome(Decision(), "skip")
+        exemption = exemption_of(request, self.settings)
+        if exemption is not None:
+            return Outcome(Decision(audit_annotations={EXEMPTION_AUDIT_KEY: exemption}), "skip")
+        return None
+
     # ------------------------------------------------------------------ normalization
 
     def prepare(self, request: AdmissionRequest,
                 mutating: bool) -> tuple[dict[str, Any], Resource] | None:
         """(object as judged, its workload resource); None when the request is not judged."""
-        if skip_reason(request) is not None:
+        if self.unjudged(request) is not None:
             return None
         assert request.object is not None
         obj = _with_identity(request.object, request)
@@ -234,8 +260,6 @@ def skip_reason(request: AdmissionRequest) -> str | None:
     if obj is None:
         return "no object"
     metadata = _mapping(obj.get("metadata"))
-    if MIRROR_POD_ANNOTATION in _mapping(metadata.get("annotations")):
-        return "mirror pod (the kubelet runs static pods whatever the API server says)"
     if metadata.get("deletionTimestamp"):
         return "object is being deleted"
     if request.operation == "UPDATE":
@@ -246,6 +270,41 @@ def skip_reason(request: AdmissionRequest) -> str | None:
         ):
             return "update leaves the pod template, labels and annotations unchanged"
     return None
+
+
+def exemption_of(request: AdmissionRequest, settings: AdmissionSettings) -> str | None:
+    """Why a judged request is exempt from evaluation (an audit annotation value), else None."""
+    if request.namespace is not None and request.namespace in settings.excluded_namespaces:
+        return f"excluded-namespace:{request.namespace}"
+    if request.object is not None and is_mirror_pod(request.object, request):
+        return "mirror-pod"  # the kubelet runs static pods whatever the API server says
+    return None
+
+
+def is_mirror_pod(obj: dict[str, Any], request: AdmissionRequest) -> bool:
+    """A kubelet's mirror of a static pod: a Pod with the mirror annotation, bound to a node
+    (`spec.nodeName`) and owned by that Node. The annotation alone is anyone's to write."""
+    metadata = _mapping(obj.get("metadata"))
+    if MIRROR_POD_ANNOTATION not in _mapping(metadata.get("annotations")):
+        return False
+    if request.kind != "Pod" or _kind_of(obj, request) != "Pod":
+        return False
+    node = _mapping(obj.get("spec")).get("nodeName")
+    owners = metadata.get("ownerReferences")
+    return isinstance(node, str) and bool(node) and any(
+        isinstance(owner, dict) and owner.get("kind") == "Node" and owner.get("name") == node
+        for owner in (owners if isinstance(owners, list) else [])
+    )
+
+
+def _record_exempt_policies(decision: Decision, resource: Resource) -> None:
+    """Audit a `gpuwarden.io/exempt` label or annotation: which policies it names."""
+    ids = exempt_policies(resource) if resource.tags or resource.annotations else frozenset()
+    if ids:
+        value = "exempt:" + ",".join(sorted(ids))
+        if len(value) > MAX_EXEMPTION_CHARS:
+            value = value[: MAX_EXEMPTION_CHARS - 3] + "..."
+        decision.audit_annotations[EXEMPTION_AUDIT_KEY] = value
 
 
 def _policy_inputs_changed(old: dict[str, Any], new: dict[str, Any],

@@ -1,10 +1,15 @@
 """The webhook's ASGI app: routes, the request deadline, metrics. Thin wiring of review.py
-(parse and answer), admission.py (decide), caches.py (cluster facts) and metrics.py.
+(parse and answer), limits.py (refuse oversized objects), admission.py (decide), executor.py
+(bounded evaluation threads), caches.py (cluster facts) and metrics.py.
 
 Admission endpoints never answer 5xx: a body that is not a usable AdmissionReview gets 400 (or
-an AdmissionReview refusal when its uid is readable); an evaluation that fails or passes the
-deadline is allowed with a warning, as the API server would with failurePolicy Ignore, but
-with the reason in the response, the audit annotations and the metrics.
+an AdmissionReview refusal when its uid is readable); an object over a Kubernetes size limit is
+refused (400) without evaluation. An evaluation that fails, passes the deadline or finds every
+evaluation slot taken gets no verdict: in a fail-open namespace it is allowed with a warning, as
+the API server would with failurePolicy Ignore; in a fail-closed one (the `/…/fail-closed`
+routes, which the failurePolicy Fail configurations call, or a namespace labelled
+`<fail_closed_label>=true`) it is denied (503), as the API server would with failurePolicy Fail.
+Either way the reason is in the response, the audit annotations and the metrics.
 """
 
 from __future__ import annotations
@@ -36,8 +41,11 @@ from engine.webhook.admission import (
     PolicyEvaluator,
 )
 from engine.webhook.caches import ClusterCache, Snapshot
+from engine.webhook.executor import BoundedExecutor, Busy
+from engine.webhook.limits import ObjectTooLarge, check_object
 from engine.webhook.metrics import WebhookMetrics
 from engine.webhook.review import (
+    JUDGED_OPERATIONS,
     MAX_BODY_BYTES,
     AdmissionRequest,
     Decision,
@@ -49,6 +57,7 @@ from engine.webhook.review import (
 
 log = logging.getLogger("gpuwarden.webhook")
 DEFAULT_TIMEOUT_SECONDS = 3.0  # the validating webhook's timeoutSeconds
+FAIL_CLOSED_LABEL = "gpuwarden.io/fail-closed"  # the Terraform module's var.fail_closed_label
 _METRIC_KINDS = frozenset({"Pod", *CONTROLLER_KINDS})
 _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -59,6 +68,14 @@ class WebhookSettings:
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     deadline_fraction: float = 0.8
+    # Evaluation threads, and evaluations running or waiting for one; past that, no verdict.
+    workers: int = 4
+    max_in_flight: int = 64
+    fail_closed_label: str = FAIL_CLOSED_LABEL  # namespaces labelled `<it>=true` fail closed
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.max_in_flight < self.workers:
+            raise ValueError("workers must be ≥ 1 and max_in_flight ≥ workers")
 
     def deadline(self, requested_timeout: str | None) -> float:
         """Seconds an evaluation may take: a fraction of the API server's timeout for this call
@@ -90,6 +107,8 @@ class WebhookApp:
         self.judge = Judge(evaluator or PolicyEvaluator(engine), caches, settings.admission,
                            help_by_policy=help_by_policy, catalog=engine.catalog)
         self.policies_loaded = bool(engine.policies)
+        self.executor = BoundedExecutor(settings.workers, settings.max_in_flight)
+        metrics.evaluations_in_flight.set_function(lambda: self.executor.in_flight)
         caches.on_refresh = self._cache_refreshed
         if caches.snapshot is not None:
             self._cache_refreshed(caches.snapshot)
@@ -102,12 +121,18 @@ class WebhookApp:
     # ------------------------------------------------------------------ admission
 
     async def validate(self, request: Request) -> Response:
-        return await self.admit(request, "validate")
+        return await self.admit(request, "validate", fail_closed=False)
 
     async def mutate(self, request: Request) -> Response:
-        return await self.admit(request, "mutate")
+        return await self.admit(request, "mutate", fail_closed=False)
 
-    async def admit(self, http: Request, endpoint: Endpoint) -> Response:
+    async def validate_fail_closed(self, request: Request) -> Response:
+        return await self.admit(request, "validate", fail_closed=True)
+
+    async def mutate_fail_closed(self, request: Request) -> Response:
+        return await self.admit(request, "mutate", fail_closed=True)
+
+    async def admit(self, http: Request, endpoint: Endpoint, *, fail_closed: bool) -> Response:
         started = time.perf_counter()
         try:
             body = await _read_capped(http)
@@ -125,7 +150,9 @@ class WebhookApp:
             return _invalid(ReviewError(f"unreadable AdmissionReview (internal error: "
                                         f"{type(exc).__name__})"))
         deadline = self.settings.deadline(http.query_params.get("timeout"))
-        outcome = await self.decide(endpoint, request, deadline - (time.perf_counter() - started))
+        outcome = _oversized(request) or await self.decide(
+            endpoint, request, deadline - (time.perf_counter() - started),
+            fail_closed=fail_closed or self.namespace_fails_closed(request.namespace))
         if outcome.evaluation is not None:
             for policy_id, seconds in outcome.evaluation.seconds_by_policy.items():
                 self.metrics.policy_time.labels(policy_id).observe(seconds)
@@ -134,23 +161,32 @@ class WebhookApp:
                                      request.operation, time.perf_counter() - started)
         return _json(review_response(request.uid, outcome.decision))
 
-    async def decide(self, endpoint: Endpoint, request: AdmissionRequest,
-                     budget: float) -> Outcome:
-        """The judge's outcome, computed in a worker thread so the deadline can cut it short."""
+    async def decide(self, endpoint: Endpoint, request: AdmissionRequest, budget: float, *,
+                     fail_closed: bool = False) -> Outcome:
+        """The judge's outcome, computed in a bounded worker pool so the deadline can cut it
+        short; without a verdict, allowed or denied as the namespace fails open or closed."""
         now = self.clock()
+        verb = "denied" if fail_closed else "allowed"
         try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(self.judge.decide, endpoint, request, now),
-                timeout=max(budget, 0.001),
-            )
+            return await self.executor.run(self.judge.decide, endpoint, request, now,
+                                           timeout=max(budget, 0.001))
+        except Busy:
+            log.warning("%s %s: all %d evaluation slots are taken; %s", endpoint, request.uid,
+                        self.executor.capacity, verb)
+            return _without_verdict("busy", "too many evaluations in flight", fail_closed)
         except TimeoutError:
-            log.warning("%s %s: evaluation passed the %.0f ms deadline; allowed", endpoint,
-                        request.uid, budget * 1000)
-            return _fail_open("timeout", "policy evaluation passed its deadline; "
-                              "allowed without a verdict")
-        except Exception:  # a bug must not block the cluster: allow, say so, log it
-            log.exception("%s %s: evaluation failed; allowed", endpoint, request.uid)
-            return _fail_open("error", "policy evaluation failed; allowed without a verdict")
+            log.warning("%s %s: evaluation passed the %.0f ms deadline; %s", endpoint,
+                        request.uid, budget * 1000, verb)
+            return _without_verdict("timeout", "policy evaluation passed its deadline",
+                                    fail_closed)
+        except Exception:  # a bug must not block a fail-open cluster: say so, log it
+            log.exception("%s %s: evaluation failed; %s", endpoint, request.uid, verb)
+            return _without_verdict("error", "policy evaluation failed", fail_closed)
+
+    def namespace_fails_closed(self, namespace: str | None) -> bool:
+        """Whether the cached namespace carries `<fail_closed_label>=true`."""
+        labels = self.caches.namespace_labels(namespace) or {}
+        return labels.get(self.settings.fail_closed_label) == "true"
 
     # ------------------------------------------------------------------ health and metrics
 
@@ -176,6 +212,7 @@ class WebhookApp:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            self.executor.shutdown()
 
 
 def create_app(
@@ -201,6 +238,8 @@ def create_app(
         routes=[
             Route("/validate", webhook.validate, methods=["POST"]),
             Route("/mutate", webhook.mutate, methods=["POST"]),
+            Route("/validate/fail-closed", webhook.validate_fail_closed, methods=["POST"]),
+            Route("/mutate/fail-closed", webhook.mutate_fail_closed, methods=["POST"]),
             Route("/healthz", webhook.healthz, methods=["GET"]),
             Route("/readyz", webhook.readyz, methods=["GET"]),
             Route("/metrics", webhook.metrics_endpoint, methods=["GET"]),
@@ -236,8 +275,31 @@ def _invalid(error: ReviewError) -> Response:
     return _json(status, status_code=400)
 
 
-def _fail_open(label: str, why: str) -> Outcome:
-    decision = Decision(warnings=[f"gpuwarden: {why}"], audit_annotations={"evaluation": label})
+def _oversized(request: AdmissionRequest) -> Outcome | None:
+    """A refusal (400, never evaluated) of an object over a Kubernetes size limit."""
+    if request.object is None or request.operation not in JUDGED_OPERATIONS:
+        return None
+    try:
+        check_object(request.object, request.kind)
+    except ObjectTooLarge as error:
+        message = f"gpuwarden: invalid object, not evaluated: {error}"
+        return Outcome(Decision(allowed=False, code=400, message=message,
+                                audit_annotations={"evaluation": "invalid-object"}), "invalid")
+    except Exception:  # a bug here must not become a 5xx: the bounded evaluation still runs
+        log.exception("%s: could not measure the object", request.uid)
+    return None
+
+
+def _without_verdict(label: str, why: str, fail_closed: bool) -> Outcome:
+    """No verdict: denied (503, the request may be retried) where the namespace fails closed,
+    else allowed with a warning."""
+    audit = {"evaluation": label}
+    if fail_closed:
+        message = f"gpuwarden: {why}; denied without a verdict (the namespace fails closed)"
+        return Outcome(Decision(allowed=False, code=503, message=message,
+                                audit_annotations=audit), f"{label}-deny")
+    decision = Decision(warnings=[f"gpuwarden: {why}; allowed without a verdict"],
+                        audit_annotations=audit)
     return Outcome(decision, label)
 
 

@@ -21,8 +21,9 @@ class WebhookMetrics:
         self.registry = registry or CollectorRegistry()
         self.requests = Counter(
             "gpuwarden_admission_requests",
-            "Admission reviews answered, by decision (allow, deny, warn, patch, skip, timeout, "
-            "error, invalid).",
+            "Admission reviews answered, by decision (allow, deny, warn, patch, skip, invalid; "
+            "without a verdict: timeout, error, busy when allowed, timeout-deny, error-deny, "
+            "busy-deny when the namespace fails closed).",
             ["endpoint", "decision", "dry_run", "kind", "operation"],
             registry=self.registry,
         )
@@ -38,6 +39,11 @@ class WebhookMetrics:
             "Evaluation time of one policy on one admitted workload.",
             ["policy"],
             buckets=POLICY_BUCKETS,
+            registry=self.registry,
+        )
+        self.evaluations_in_flight = Gauge(
+            "gpuwarden_admission_evaluations_in_flight",
+            "Evaluations running or waiting for a thread, those past their deadline included.",
             registry=self.registry,
         )
         self.cert_expiry = Gauge(

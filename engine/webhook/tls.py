@@ -1,5 +1,12 @@
 """The uvicorn server: TLS from files, reloaded in place when they change (cert-manager rotates
-the Secret; kubelet swaps the mounted files), plain HTTP only when asked for explicitly.
+the Secret; kubelet swaps the mounted files), plain HTTP only when asked for explicitly, client
+certificates required on the admission endpoints when a client CA is given (mutual TLS with the
+API server; see connections.py).
+
+Connection limits: at most `limit_concurrency` open connections or requests in progress (then
+503), request heads of at most `max_header_bytes`, each request read whole within
+`request_read_seconds` (connections.py), silent kept-alive connections closed after
+`keep_alive_seconds`. Bodies are capped by the app (review.MAX_BODY_BYTES) while they stream in.
 
 Reloading calls `load_cert_chain` on the live `SSLContext` uvicorn listens with, so new
 connections get the new certificate while open ones keep theirs. A pair that does not load
@@ -25,6 +32,9 @@ from typing import Any
 import uvicorn
 from cryptography import x509
 
+from engine.errors import InputError
+from engine.webhook.connections import webhook_protocol
+
 log = logging.getLogger("gpuwarden.webhook")
 
 
@@ -38,6 +48,11 @@ class ServerSettings:
     reload_interval: float = 10.0
     log_level: str = "info"
     access_log: bool = False
+    client_ca: Path | None = None  # PEM bundle: admission calls need a certificate it signed
+    limit_concurrency: int = 256
+    request_read_seconds: float = 5.0
+    keep_alive_seconds: int = 30
+    max_header_bytes: int = 16 * 1024
 
 
 def certificate_not_after(cert_pem: bytes) -> datetime:
@@ -119,16 +134,26 @@ class WebhookServer(uvicorn.Server):
                  on_cert_failure: Callable[[str], None] | None = None):
         if not settings.insecure_http and (settings.cert is None or settings.key is None):
             raise ValueError("TLS needs both a certificate and a key (or insecure_http)")
+        if settings.insecure_http and settings.client_ca is not None:
+            raise ValueError("a client CA needs TLS")
         config = uvicorn.Config(
             app,
             host=settings.host,
             port=settings.port,
             ssl_certfile=None if settings.insecure_http else str(settings.cert),
             ssl_keyfile=None if settings.insecure_http else str(settings.key),
+            ssl_ca_certs=str(settings.client_ca) if settings.client_ca else None,
+            # Optional at the TLS layer so the kubelet's probes get through; connections.py
+            # closes the admission endpoints to connections that presented no certificate.
+            ssl_cert_reqs=ssl.CERT_OPTIONAL if settings.client_ca else ssl.CERT_NONE,
             log_level=settings.log_level,
             access_log=settings.access_log,
             lifespan="on",
-            timeout_keep_alive=60,  # the API server reuses its connections
+            http=webhook_protocol(settings.request_read_seconds, settings.client_ca is not None),
+            ws="none",
+            limit_concurrency=settings.limit_concurrency,
+            timeout_keep_alive=settings.keep_alive_seconds,  # the API server reuses connections
+            h11_max_incomplete_event_size=settings.max_header_bytes,
             server_header=False,
         )
         super().__init__(config)
@@ -178,8 +203,22 @@ def webhook_server(app: Any, settings: ServerSettings) -> WebhookServer:
                          on_cert_failure=lambda _: metrics.cert_reloads.labels("failed").inc())
 
 
+def check_client_ca(settings: ServerSettings) -> None:
+    """InputError unless the client CA, when given, is a readable PEM bundle served over TLS."""
+    if settings.client_ca is None:
+        return
+    if settings.insecure_http:
+        raise InputError("a client CA needs TLS (drop --insecure-http)")
+    try:
+        ssl.create_default_context(cafile=str(settings.client_ca))
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(f"not a readable PEM CA bundle ({exc.strerror or exc})",
+                         file=str(settings.client_ca)) from None
+
+
 def run_server(app: Any, settings: ServerSettings) -> None:
     """Serve until SIGINT/SIGTERM (the CLI's entry point)."""
+    check_client_ca(settings)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Evaluations run in worker threads beside the event loop; the default 5 ms GIL switch

@@ -33,6 +33,7 @@ module "gpuwarden_webhook" {
   cloud               = "eks"
   failure_policy      = "Ignore"
   excluded_namespaces = ["cert-manager", "karpenter"]
+  api_server_cidrs    = ["10.0.0.0/16"] # the cluster VPC: EKS control-plane ENIs live there
 }
 
 output "fail_closed_label" {

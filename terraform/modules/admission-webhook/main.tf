@@ -1,5 +1,6 @@
 # gpuwarden admission webhook: namespace, RBAC, a highly available Deployment on on-demand nodes,
-# PDB, Service, cert-manager certificate, and separate validating/mutating configurations.
+# PDB, Service, a NetworkPolicy admitting only the API server, cert-manager certificate, and
+# separate validating/mutating configurations.
 
 locals {
   labels = {
@@ -14,6 +15,7 @@ locals {
   service_host   = "${var.name}.${var.namespace}.svc"
   inject_ca_from = "${var.namespace}/${local.certificate}"
   container_port = 8443
+  client_ca_dir  = "/client-ca"
 
   # Never police the control plane's namespaces, nor the webhook's own (it must be able to
   # restart itself while it is down).
@@ -233,6 +235,7 @@ resource "kubernetes_deployment_v1" "this" {
             ["webhook", "--cert", "/tls/tls.crt", "--key", "/tls/tls.key",
             "--host", "0.0.0.0", "--port", tostring(local.container_port), "--cloud", var.cloud],
             var.policies_config_map != "" ? ["--policies", "/policies"] : [],
+            var.client_ca_secret != "" ? ["--client-ca", "${local.client_ca_dir}/ca.crt"] : [],
           )
 
           port {
@@ -294,6 +297,15 @@ resource "kubernetes_deployment_v1" "this" {
               read_only  = true
             }
           }
+
+          dynamic "volume_mount" {
+            for_each = var.client_ca_secret != "" ? [1] : []
+            content {
+              name       = "client-ca"
+              mount_path = local.client_ca_dir
+              read_only  = true
+            }
+          }
         }
 
         volume {
@@ -316,6 +328,20 @@ resource "kubernetes_deployment_v1" "this" {
             name = "policies"
             config_map {
               name = volume.value
+            }
+          }
+        }
+
+        dynamic "volume" {
+          for_each = var.client_ca_secret != "" ? [var.client_ca_secret] : []
+          content {
+            name = "client-ca"
+            secret {
+              secret_name = volume.value
+              items {
+                key  = "ca.crt"
+                path = "ca.crt"
+              }
             }
           }
         }
@@ -358,11 +384,70 @@ resource "kubernetes_service_v1" "this" {
   }
 }
 
+# ------------------------------------------------------------------------------ network policy
+#
+# Only the API server calls the webhook. A mutating webhook sees objects before the API server
+# validates them, so a pod able to post reviews to the Service could feed it anything and tie it
+# up: ingress to the webhook port is admitted only from var.api_server_cidrs and from namespaces
+# labelled var.api_server_namespace_labels. The kubelet's probes come from the node, which
+# NetworkPolicy always admits.
+
+resource "kubernetes_network_policy_v1" "this" {
+  count = var.network_policy_enabled ? 1 : 0
+
+  metadata {
+    name      = var.name
+    namespace = kubernetes_namespace_v1.this.metadata[0].name
+    labels    = local.labels
+  }
+
+  spec {
+    pod_selector {
+      match_labels = local.selector
+    }
+    policy_types = ["Ingress"]
+
+    ingress {
+      ports {
+        port     = tostring(local.container_port)
+        protocol = "TCP"
+      }
+
+      dynamic "from" {
+        for_each = var.api_server_cidrs
+        content {
+          ip_block {
+            cidr = from.value
+          }
+        }
+      }
+
+      dynamic "from" {
+        for_each = length(var.api_server_namespace_labels) > 0 ? [var.api_server_namespace_labels] : []
+        content {
+          namespace_selector {
+            match_labels = from.value
+          }
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = length(var.api_server_cidrs) > 0 || length(var.api_server_namespace_labels) > 0
+      error_message = "The NetworkPolicy would admit nobody: set api_server_cidrs (or api_server_namespace_labels), or network_policy_enabled = false."
+    }
+  }
+}
+
 # ------------------------------------------------------------------------------ webhooks
 #
 # Each configuration has two entries with the same rules: the default one (failurePolicy
 # var.failure_policy, Ignore unless changed) for every namespace, and a fail-closed one (Fail)
 # only for namespaces labelled var.fail_closed_label=true. A namespace is matched by exactly one.
+# The fail-closed entries call /validate/fail-closed and /mutate/fail-closed, so the webhook
+# itself denies what it cannot judge in time there instead of allowing it with a warning.
 # cert-manager's CA injector fills caBundle, hence ignore_changes.
 
 resource "kubernetes_validating_webhook_configuration_v1" "this" {
@@ -439,7 +524,7 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
       service {
         namespace = kubernetes_namespace_v1.this.metadata[0].name
         name      = kubernetes_service_v1.this.metadata[0].name
-        path      = "/validate"
+        path      = "/validate/fail-closed"
         port      = 443
       }
     }
@@ -565,7 +650,7 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
       service {
         namespace = kubernetes_namespace_v1.this.metadata[0].name
         name      = kubernetes_service_v1.this.metadata[0].name
-        path      = "/mutate"
+        path      = "/mutate/fail-closed"
         port      = 443
       }
     }

@@ -84,3 +84,32 @@ variable "priority_class_name" {
   type        = string
   default     = ""
 }
+
+variable "network_policy_enabled" {
+  description = "Create a NetworkPolicy admitting ingress to the webhook port only from the API server (api_server_cidrs, api_server_namespace_labels). Turn off only where another control does this."
+  type        = bool
+  default     = true
+}
+
+variable "api_server_cidrs" {
+  description = "Source CIDRs of the API server's calls to the webhook: the control plane's addresses as seen by pods (EKS: the VPC subnets of the control-plane ENIs; GKE private clusters: the master CIDR block; self-managed: the control-plane nodes). Required (with api_server_namespace_labels as the alternative) while network_policy_enabled."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for cidr in var.api_server_cidrs : can(cidrhost(cidr, 0))])
+    error_message = "api_server_cidrs must hold CIDR blocks such as 10.0.0.0/16."
+  }
+}
+
+variable "api_server_namespace_labels" {
+  description = "Labels of namespaces whose pods may also call the webhook port (an API server running as pods, e.g. a virtual cluster). Empty: none."
+  type        = map(string)
+  default     = {}
+}
+
+variable "client_ca_secret" {
+  description = "Optional Secret (in var.namespace) whose ca.crt signs the API server's client certificate: the webhook then refuses admission calls without one (--client-ca). The API server must be configured to present it (AdmissionConfiguration kubeConfigFile); managed control planes usually cannot. Empty: off."
+  type        = string
+  default     = ""
+}
