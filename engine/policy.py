@@ -15,7 +15,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jinja2
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -39,12 +38,14 @@ from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity
 from engine.rego.policy import RegoProgram, RegoSpec, RegoVerdict, compile_rego
-from engine.yamlsource import line_at, line_of, load_yaml_documents
+from engine.templates import MessageTemplate, TemplateRejected, compile_message
+from engine.yamlsource import line_at, line_of, load_yaml_documents, read_bounded_text
 from remediations.registry import ACTIONS
 
 BUILTIN = "builtin"
 POLICY_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 DOORS: tuple[Door, ...] = ("plan", "admission", "runtime")
+MAX_POLICY_DEPTH = 64  # YAML nesting of a policy file (conditions nest a dozen levels at most)
 
 
 class EnforcementSpec(BaseModel):
@@ -158,16 +159,12 @@ class PolicyFile(BaseModel):
     overrides: dict[str, PolicyOverride] = Field(default_factory=dict)
 
 
-_TEMPLATES = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
-_TEMPLATES.filters["usd"] = lambda value: f"${float(value or 0):,.0f}"
-
-
 @dataclass(frozen=True)
 class CompiledPolicy:
     spec: PolicySpec
     scope: Condition | None
     violation: Condition
-    message: jinja2.Template
+    message: MessageTemplate
     file: str
     exempt: tuple[re.Pattern[str], ...]
     raw: Mapping[str, Any]
@@ -196,10 +193,9 @@ class CompiledPolicy:
         return self.doors[door]
 
     def render_message(self, **values: Any) -> str:
-        """The message, whitespace collapsed. A shared context skips copying the template
-        globals per finding, which halves rendering time on large reports."""
-        context = self.message.new_context({**_TEMPLATES.globals, **values}, shared=True)
-        return " ".join("".join(self.message.root_render_func(context)).split())
+        """The message, whitespace collapsed, rendered in the template sandbox
+        (`engine.templates`); the title and the reason when the template fails."""
+        return self.message.render(values, fallback=self.spec.title)
 
 
 def builtin_pack_dir() -> Path:
@@ -245,7 +241,7 @@ class ParsedFile:
 
 def parse_policy_file(text: str, file: str) -> ParsedFile:
     parsed = ParsedFile([], {})
-    for doc in load_yaml_documents(text, file):
+    for doc in load_yaml_documents(text, file, max_depth=MAX_POLICY_DEPTH):
         if not isinstance(doc, Mapping):
             raise InputError("a policy file is a mapping with 'policies:'", file=file,
                              line=line_of(doc))
@@ -286,10 +282,13 @@ def compile_policy(
         raise InputError(f"policy {spec.id}: {exc.message}", file=file,
                          line=exc.line or line_of(raw)) from None
     try:
-        message = _TEMPLATES.from_string(spec.message)
-    except jinja2.TemplateSyntaxError as exc:
+        message = compile_message(spec.message)
+    except TemplateRejected as exc:
+        line = line_of(raw, "message") or line_of(raw)
+        if line is not None and exc.lineno and "\n" in spec.message.rstrip("\n"):
+            line += exc.lineno  # a block scalar: its first line follows the key
         raise InputError(f"policy {spec.id}: message template: {exc.message}", file=file,
-                         line=line_of(raw)) from None
+                         line=line) from None
     exempt = tuple(re.compile(fnmatch.translate(glob)) for glob in spec.exempt)
     return CompiledPolicy(spec, scope, violation, message, file, exempt, raw, rego, base_dir)
 
@@ -319,10 +318,7 @@ def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
     for path in paths:
         for file in _policy_files(path):
             shown = str(file) if path != BUILTIN else f"builtin:{file.name}"
-            try:
-                text = file.read_text("utf-8-sig")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"cannot read policy file: {exc}", file=shown) from None
+            text = read_bounded_text(file, shown, "policy file")
             parsed = parse_policy_file(text, shown)
             for spec, raw in parsed.policies:
                 if spec.id in compiled and compiled[spec.id].file == shown:

@@ -1,13 +1,39 @@
-"""YAML loading that remembers where each mapping and list came from, for `file:line` errors."""
+"""YAML loading that remembers where each mapping and list came from, for `file:line` errors.
+
+Bounded, since policy files and snapshots are hostile input (each limit an `InputError` naming
+the file and line):
+
+- **Nesting** deeper than `max_depth` (default `MAX_DEPTH`) is refused while composing, before
+  PyYAML's recursive composer and constructor could overflow the stack.
+- **Alias expansion** (billion laughs): every node is weighed as the number of nodes it stands
+  for once aliases are expanded; a document weighing more than `EXPANSION_FLOOR` plus
+  `EXPANSION_PER_CHAR` per character of its text is refused, as is an alias to a node that
+  contains it. PyYAML shares aliased objects, so the harm would come later, from whatever walks
+  the loaded document (validation, `policies show`, JSON encoding).
+- **Integers** longer than `MAX_INT_CHARS` characters are refused (Python refuses to convert
+  more than 4,300 digits with a bare ValueError, and no field needs such numbers).
+- **File size**: `read_bounded_text` reads regular files only, at most `max_bytes` (policy files:
+  `MAX_POLICY_FILE_BYTES`, or `GPUWARDEN_MAX_POLICY_FILE_KB`).
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from engine.errors import InputError
+
+MAX_DEPTH = 128
+EXPANSION_FLOOR = 100_000
+EXPANSION_PER_CHAR = 2
+MAX_INT_CHARS = 100
+MAX_POLICY_FILE_BYTES = 2**20
+MAX_POLICY_FILE_ENV = "GPUWARDEN_MAX_POLICY_FILE_KB"
 
 
 class LineDict(dict[str, Any]):
@@ -20,7 +46,62 @@ class LineList(list[Any]):
 
 
 class _LineLoader(yaml.SafeLoader):
-    pass
+    """A SafeLoader that weighs nodes and refuses deep nesting while it composes."""
+
+    def __init__(self, stream: str, *, max_depth: int, max_weight: int):
+        super().__init__(stream)
+        self.max_depth = max_depth
+        self.max_weight = max_weight
+        self._depth = 0
+        self._weights: dict[int, int] = {}  # id(node) -> nodes it expands to
+
+    def compose_document(self) -> yaml.Node | None:
+        try:
+            document: yaml.Node | None = super().compose_document()
+            return document
+        finally:
+            self._weights.clear()  # anchors do not outlive their document
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+            if node is None or id(node) not in self._weights:
+                raise yaml.composer.ComposerError(
+                    None, None, "an alias refers to a node that contains it", mark)
+            return node
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {self.max_depth} levels deep",
+                    self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        assert node is not None  # only an alias event composes to None
+        self._weigh(node)
+        return node
+
+    def _weigh(self, node: yaml.Node) -> None:
+        weights = self._weights
+        weight = 1
+        if isinstance(node, yaml.SequenceNode):
+            weight += sum(weights[id(child)] for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            weight += sum(weights[id(key)] + weights[id(value)] for key, value in node.value)
+        if weight > self.max_weight:
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases expand this document to more than {self.max_weight} "
+                "values", node.start_mark)
+        weights[id(node)] = weight
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_CHARS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of more than {MAX_INT_CHARS} characters", node.start_mark)
+    return loader.construct_yaml_int(node)
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
@@ -47,18 +128,81 @@ def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineLis
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-def load_yaml_documents(text: str, file: str) -> list[Any]:
-    """All documents of a YAML text, mappings as LineDict and lists as LineList."""
+def load_yaml_documents(text: str, file: str, *, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """All documents of a YAML text, mappings as LineDict and lists as LineList, within the
+    module's bounds on nesting, alias expansion and integer size."""
+    loader: _LineLoader | None = None
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_LineLoader) if doc is not None]
+        loader = _LineLoader(text, max_depth=max_depth,  # its reader checks the characters
+                             max_weight=EXPANSION_FLOOR + EXPANSION_PER_CHAR * len(text))
+        documents = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            document = loader.get_data()
+            if document is not None:
+                documents.append(document)
+        return documents
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         raise InputError(f"invalid YAML: {exc.problem or exc}", file=file, line=line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", file=file) from None
+    except (ValueError, RecursionError) as exc:  # last resort: PyYAML's own conversions
+        raise InputError(f"invalid YAML: {' '.join(str(exc).split())[:200]}", file=file,
+                         line=_current_line(loader)) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _current_line(loader: _LineLoader | None) -> int | None:
+    mark = getattr(loader, "mark", None) or getattr(loader, "problem_mark", None)
+    return mark.line + 1 if mark is not None else None
+
+
+def max_policy_file_bytes() -> int:
+    setting = os.environ.get(MAX_POLICY_FILE_ENV, "").strip()
+    if setting.isdigit() and 0 < len(setting) <= 7 and int(setting) > 0:
+        return int(setting) * 1024
+    return MAX_POLICY_FILE_BYTES
+
+
+class FileTooLarge(ValueError):
+    pass
+
+
+def read_bounded_bytes(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file (a FIFO or device would block or never end); `OSError` when
+    it cannot be read, `FileTooLarge` when it has more than `limit` bytes."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path}: not a regular file")
+    with open(path, "rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(f"larger than {limit // 1024} KiB")
+    return data
+
+
+def read_bounded_text(path: Path, shown: str, what: str, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of a regular file of at most `max_bytes` (default: the policy file
+    limit); every problem an `InputError` naming `shown`."""
+    limit = max_policy_file_bytes() if max_bytes is None else max_bytes
+    try:
+        data = read_bounded_bytes(path, limit)
+    except FileTooLarge:
+        raise InputError(f"{what} is larger than {limit // 1024} KiB (the limit; raise it with "
+                         f"{MAX_POLICY_FILE_ENV}=N)", file=shown) from None
+    except OSError as exc:
+        why = exc.strerror or ("not a regular file" if "regular" in str(exc) else exc)
+        raise InputError(f"cannot read {what}: {why}", file=shown) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read {what}: not UTF-8 ({exc.reason} at byte {exc.start})",
+                         file=shown) from None
 
 
 def line_of(value: Any, key: str | None = None) -> int | None:

@@ -28,6 +28,11 @@ class RegoError(InputError):
     """A Rego module that does not parse, names an unknown function, or fails at evaluation."""
 
 
+class RegoAborted(RegoError):
+    """Evaluation stopped by a limit (time, memory) or by a crash of the engine: the policy
+    has no verdict for this input, which is not the input's fault."""
+
+
 class RegoUnavailable(InputError):
     """The evaluator cannot answer at all (an OPA server that is down or too slow)."""
 

@@ -1,4 +1,4 @@
-"""In-process Rego evaluation through the regorus bindings (the `rego` extra).
+"""Rego evaluation through the regorus bindings (the `rego` extra), in a worker process.
 
 The bindings are the PyPI package `gordon-to-regorus` (module `regorus`), pinned exactly in
 pyproject.toml: it is a single-maintainer fork, so an upgrade is a reviewed change, not a resolver
@@ -15,10 +15,14 @@ What this module adds on top of the engine:
   answers with undefined instead of a request) are load errors naming file and line.
 - **Errors at evaluation** (a conflict, a division by zero, `some x in null`) stop evaluation with
   one line naming file and line; known gaps say how to write around them.
-- **Threads.** A regorus engine belongs to the thread that made it (the bindings refuse, with a
-  panic, to use or drop it anywhere else) and holds one input at a time, so each thread gets its
-  own engine, built from the same checked sources on its first evaluation. The engines live in
-  one thread-local registry, so each is dropped by its own thread when that thread ends.
+- **Limits.** regorus runs in a worker process (`engine.rego.sandbox`, which says why and what
+  it costs): parsing and compiling get `LOAD_TIMEOUT_S`, each evaluation the evaluator's time
+  limit (the policy's `timeout_s`, or `admission_timeout_s` at admission), and the worker a
+  memory cap. An evaluation stopped by a limit or a crash raises `RegoAborted` (the findings
+  turn it into an `unknown` finding); after `MAX_ABORTS` of them the evaluator refuses at once,
+  so a hostile policy costs at most that many time limits per process.
+- **Threads.** Each thread has its own worker (and so its own engines, built from the same
+  checked sources on its first evaluation there); a worker holds one input at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from __future__ import annotations
 import importlib
 import itertools
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -35,8 +38,10 @@ import orjson
 
 from engine.errors import install_hint
 from engine.model import Door
+from engine.rego import sandbox
 from engine.rego.common import (
     UNDEFINED,
+    RegoAborted,
     RegoError,
     RegoModule,
     query_path,
@@ -45,12 +50,16 @@ from engine.rego.common import (
 )
 
 REGORUS_REQUIREMENT = "gordon-to-regorus==0.13.0"
-_V0_MARKERS = ("keyword is required",)
 _V1_IMPORT = re.compile(r"^[ \t]*import[ \t]+rego\.v1\b", re.MULTILINE)
 _HTTP_SEND = re.compile(r"\bhttp\.send\s*\(")
-_NOT_A_RULE = "not a valid rule path"
-_ENGINES = threading.local()  # per thread: {evaluator serial: regorus engine}
 _SERIALS = itertools.count()
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_ADMISSION_TIMEOUT_S = 2.0
+MAX_ABORTS = 3
+MAX_MODULE_BYTES = 2**20
+# regorus' parser takes time exponential in nested [ and { (0.2 s at 12 levels, 3 s at 16)
+MAX_BRACKET_DEPTH = 12
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|[\[\]{}]')
 
 
 def import_regorus() -> ModuleType:
@@ -62,18 +71,6 @@ def import_regorus() -> ModuleType:
             f"the embedded Rego engine is not installed: {install_hint('rego')} "
             f"(it pins {REGORUS_REQUIREMENT}), or use evaluator: remote with an OPA server"
         ) from None
-
-
-def _needs_v0(regorus: ModuleType, module: RegoModule) -> bool:
-    """True when the module parses only as Rego v0; parse errors of any other kind raise."""
-    scratch = regorus.Engine()
-    try:
-        scratch.add_policy(module.shown, module.text)
-    except RuntimeError as exc:
-        if any(marker in str(exc) for marker in _V0_MARKERS):
-            return True
-        raise rego_error(exc, default_file=module.shown) from None
-    return False
 
 
 def _with_v1_import(text: str) -> tuple[str, int]:
@@ -96,29 +93,42 @@ def _reject_network(module: RegoModule) -> None:
             )
 
 
-def _check_calls(regorus: ModuleType, sources: list[tuple[str, str]], entry_points: list[str],
-                 shifts: Mapping[str, int]) -> None:
-    """Compile for regorus' VM, which resolves every function call; only unknown functions are
-    errors here (the VM lacks a few features, e.g. `walk`, that the interpreter has)."""
-    if not entry_points:
-        return
+def _parses_only_as_v0(module: RegoModule) -> bool:
+    """True when the module parses only as Rego v0; parse errors of any other kind raise."""
+    answer = _load_request({"op": "parse", "name": module.shown, "text": module.text},
+                           f"parsing {module.shown}", module.shown, {})
+    return bool(answer.get("v0"))
+
+
+def _load_request(header: dict[str, Any], what: str, default_file: str,
+                  shifts: Mapping[str, int]) -> dict[str, Any]:
+    """A load-time request to this thread's worker; engine errors as `file:line` errors."""
     try:
-        regorus.Program.compile_from_modules("{}", sources, entry_points)
-    except Exception as exc:  # the bindings raise plain RuntimeError / ValueError
-        if "Unknown function" in str(exc):
-            raise rego_error(exc, default_file=sources[0][0], line_shift=shifts) from None
+        answer, _ = sandbox.thread_worker().request(header, timeout_s=sandbox.LOAD_TIMEOUT_S,
+                                                    what=what)
+    except RegoAborted as exc:
+        raise RegoAborted(exc.message + " (deeply nested brackets or a huge module?)",
+                          file=default_file) from None
+    if "error" in answer:
+        raise rego_error(RuntimeError(answer["error"]), default_file=default_file,
+                         line_shift=shifts)
+    return answer
 
 
 class EmbeddedEvaluator:
-    """Rego modules and data loaded into one regorus engine, ready for any number of inputs."""
+    """Rego modules and data loaded into regorus engines (in worker processes), ready for any
+    number of inputs. `timeout_s` limits one evaluation at the plan and runtime doors,
+    `admission_timeout_s` at admission."""
 
     def __init__(self, modules: Sequence[RegoModule], data: Mapping[str, Any],
-                 entry_points: Sequence[str] = ()):
-        regorus = import_regorus()
+                 entry_points: Sequence[str] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 admission_timeout_s: float = DEFAULT_ADMISSION_TIMEOUT_S):
+        import_regorus()  # a clear error when the bindings are missing
         for module in modules:
+            _check_size(module)
+            _check_nesting(module)
             _reject_network(module)
-        v0 = {module.shown for module in modules if _needs_v0(regorus, module)}
-        self.regorus = regorus
+        v0 = {module.shown for module in modules if _parses_only_as_v0(module)}
         self.v0 = bool(v0)
         self.shifts: dict[str, int] = {}
         self.sources: list[tuple[str, str]] = []
@@ -130,74 +140,85 @@ class EmbeddedEvaluator:
         self.data_json = orjson.dumps(data).decode() if data else ""
         self.modules = tuple(modules)
         self.serial = next(_SERIALS)
+        self.timeouts = {"plan": timeout_s, "runtime": timeout_s,
+                         "admission": admission_timeout_s}
+        self.aborts = 0
         self._default_file = modules[0].shown if modules else "<rego>"
-        self._engine()  # parse errors surface now, on the loading thread
-        if not v0:
-            _check_calls(regorus, self.sources, list(entry_points), self.shifts)
+        self._load()  # parse errors surface now, on the loading thread
+        if not v0 and entry_points:
+            _load_request({"op": "check", "sources": self.sources,
+                           "entry_points": list(entry_points)},
+                          "compiling", self._default_file, self.shifts)
 
-    def _build(self) -> Any:
-        engine = self.regorus.Engine()
-        if self.v0:
-            engine.set_rego_v0(True)
-        for shown, text in self.sources:
-            try:
-                engine.add_policy(shown, text)
-            except RuntimeError as exc:
-                raise rego_error(exc, default_file=shown, line_shift=self.shifts) from None
-        if self.data_json:
-            engine.add_data_json(self.data_json)
-        return engine
-
-    def _engine(self) -> Any:
-        """This thread's engine (see "Threads" above)."""
-        engines: dict[int, Any] = _ENGINES.__dict__.setdefault("engines", {})
-        engine = engines.get(self.serial)
-        if engine is None:
-            engine = engines[self.serial] = self._build()
-        return engine
+    def _load(self) -> None:
+        _load_request({"op": "load", "key": self.serial, "sources": self.sources,
+                       "data": self.data_json, "v0": self.v0},
+                      "loading the modules", self._default_file, self.shifts)
+        sandbox.thread_worker().loaded.add(self.serial)
 
     def evaluate(self, paths: Sequence[str], input_doc: Any,
                  door: Door = "plan") -> dict[str, Any]:
-        """All `paths` in one query, so the rules they share (a plan index) are computed once;
-        `[x | x := rule]` is `[]` for an undefined rule instead of undefining the query."""
-        engine = self._engine()
-        self._set_input(engine, input_doc)
-        if len(paths) == 1:
-            value = self._rule(engine, paths[0])
-            return {} if value is UNDEFINED else {paths[0]: value}
-        query = "[" + ", ".join(f"[x | x := {path}]" for path in paths) + "]"
+        """The values of the defined `paths` for `input_doc`, in one query (rules they share,
+        a plan index, are computed once). `RegoAborted` when a limit or a crash stopped it."""
+        if self.aborts >= MAX_ABORTS:
+            raise RegoAborted(f"rego: not evaluated: stopped by a limit {self.aborts} times "
+                              "already in this run", file=self._default_file)
+        payload = _input_json(input_doc)
+        header = {"op": "eval", "key": self.serial, "paths": list(paths)}
         try:
-            answer = orjson.loads(engine.eval_query_as_json(query))
-        except RuntimeError as exc:
-            raise rego_error(exc, default_file=self._default_file,
-                             line_shift=self.shifts) from None
-        values = answer["result"][0]["expressions"][0]["value"]
-        return {path: found[0] for path, found in zip(paths, values, strict=True) if found}
+            answer, body = self._ask(header, payload, self.timeouts.get(door, 10.0))
+        except RegoAborted as exc:
+            self.aborts += 1
+            raise RegoAborted(exc.message, file=self._default_file) from None
+        if "error" in answer:
+            raise rego_error(RuntimeError(answer["error"]), default_file=self._default_file,
+                             line_shift=self.shifts)
+        values: dict[str, Any] = orjson.loads(body)
+        return values
 
-    @staticmethod
-    def _set_input(engine: Any, input_doc: Any) -> None:
-        try:
-            engine.set_input_json(orjson.dumps(input_doc).decode())
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            raise RegoError(f"rego: input is not JSON: {exc}") from None
-
-    def _rule(self, engine: Any, path: str) -> Any:
-        try:
-            text = engine.eval_rule_as_json(path)
-        except RuntimeError as exc:
-            if _NOT_A_RULE in str(exc):
-                return UNDEFINED
-            raise rego_error(exc, default_file=self._default_file,
-                             line_shift=self.shifts) from None
-        value = orjson.loads(text)
-        if value == "<undefined>":  # the bindings' marker; a rule may really hold that string
-            answer = orjson.loads(engine.eval_query_as_json(path))
-            return answer["result"][0]["expressions"][0]["value"] if answer.get("result") \
-                else UNDEFINED
-        return value
+    def _ask(self, header: dict[str, Any], payload: bytes,
+             timeout_s: float) -> tuple[dict[str, Any], bytes]:
+        if self.serial not in sandbox.thread_worker().loaded:
+            self._load()
+        worker = sandbox.thread_worker()
+        answer, body = worker.request(header, payload, timeout_s=timeout_s,
+                                      what="evaluating the policy")
+        if answer.get("missing"):  # the worker dropped this engine for newer ones
+            self._load()
+            answer, body = worker.request(header, payload, timeout_s=timeout_s,
+                                          what="evaluating the policy")
+        return answer, body
 
     def run_rule(self, package: str, rule: str) -> Any:
-        """One rule with the input set by the caller (unit tests use `with input as`)."""
-        engine = self._engine()
-        self._set_input(engine, {})
-        return self._rule(engine, query_path(package, rule))
+        """One rule with an empty input (unit tests use `with input as`)."""
+        path = query_path(package, rule)
+        return self.evaluate([path], {}).get(path, UNDEFINED)
+
+
+def _input_json(input_doc: Any) -> bytes:
+    try:
+        return orjson.dumps(input_doc)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise RegoError(f"rego: input is not JSON: {exc}") from None
+
+
+def _check_size(module: RegoModule) -> None:
+    if len(module.text) > MAX_MODULE_BYTES:
+        raise RegoError(f"rego: module larger than {MAX_MODULE_BYTES // 1024} KiB",
+                        file=module.shown)
+
+
+def _check_nesting(module: RegoModule) -> None:
+    text = strip_comments(module.text)
+    depth = 0
+    for found in _STRING_OR_BRACKET.finditer(text):
+        token = found.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_BRACKET_DEPTH:
+                raise RegoError(f"rego: brackets nested more than {MAX_BRACKET_DEPTH} deep (the "
+                                "embedded engine parses deep nesting very slowly; flatten it, "
+                                "or use evaluator: remote)", file=module.shown,
+                                line=text.count("\n", 0, found.start()) + 1)
+        elif token in "]}":
+            depth = max(depth - 1, 0)

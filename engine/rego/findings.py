@@ -3,7 +3,8 @@
 - **Per resource** (`input: resource | admission`): the engine's loop has already applied the
   categories and exemptions; a scope condition, when the policy has one, is tested first. No
   message is a pass.
-- **Per plan** (`input: plan`): one evaluation per plan document. A message's `resource` names
+- **Per plan** (`input: plan`): one evaluation per plan document, without its secrets
+  (`engine.rego.inputs.redacted_plan`). A message's `resource` names
   a resource address; the finding is about the normalized resource with that id (its tags for
   exemptions, its price for the dollar estimate, its remediation), else about the plan's change
   at that address, else about the plan itself.
@@ -14,6 +15,10 @@
 - **Failures at admission.** When the evaluator cannot answer (OPA down, an error at
   evaluation), `failure_policy: Ignore` gives an `unknown` finding (the webhook warns) and
   `Fail` a failing one (the webhook denies); at the other doors the error stops the run (exit 2).
+- **Limits.** An evaluation stopped by a time or memory limit, or by a crash of the embedded
+  engine (`RegoAborted`), is an `unknown` finding naming the policy and the cause at the plan
+  and runtime doors (it says nothing about the resource, so it must not stop a scan of the
+  others); at admission it follows `failure_policy` like any failure.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from engine.conditions import EvalContext
 from engine.costs import Estimate, estimate
 from engine.labels import is_exempt, is_production
 from engine.model import Door, Enforcement, Finding, Resource, ResourceRef
-from engine.rego.common import RegoError, RegoUnavailable
+from engine.rego.common import RegoAborted, RegoError, RegoUnavailable
+from engine.rego.inputs import redacted_plan
 from engine.rego.policy import RegoMessage, RegoProgram
 from remediations.registry import plan_remediation
 
@@ -64,9 +70,12 @@ def resource_outcome(engine: Engine, policy: CompiledPolicy, resource: Resource,
     try:
         messages = program.messages(program.input_for(resource, policy.spec.parameters), door)
     except (RegoUnavailable, RegoError) as exc:
-        if door != "admission":
+        if door == "admission":
+            messages = [failure_message(program, exc)]
+        elif isinstance(exc, RegoAborted):
+            messages = [aborted_message(program, exc)]
+        else:
             raise
-        messages = [failure_message(program, exc)]
     if scope is None:  # the scope is undecided: a violation is only as sure as the scope
         messages = [RegoMessage("unknown", m.msg, m.severity, m.resource, m.details)
                     if m.rule != "warn" else m for m in messages]
@@ -75,6 +84,10 @@ def resource_outcome(engine: Engine, policy: CompiledPolicy, resource: Resource,
         return RegoOutcome(passes, passed=1)
     return RegoOutcome(build_findings(engine, policy, resource, ResourceRef.of(resource),
                                       messages, door))
+
+
+def aborted_message(program: RegoProgram, exc: RegoAborted) -> RegoMessage:
+    return RegoMessage("unknown", f"policy {program.policy_id} not evaluated: {exc.message}")
 
 
 def failure_message(program: RegoProgram, exc: Exception) -> RegoMessage:
@@ -90,12 +103,15 @@ def plan_outcome(engine: Engine, policies: Sequence[CompiledPolicy],
                  plans: Sequence[Mapping[str, Any]], resources: Mapping[str, Resource],
                  ) -> RegoOutcome:
     outcome = RegoOutcome()
+    policies = [policy for policy in policies if policy.enforcement("plan") != "off"]
+    redacted = [redacted_plan(plan) for plan in plans] if policies else []
     for policy in policies:
-        if policy.enforcement("plan") == "off":
-            continue
         program = program_of(policy)
-        for index, plan in enumerate(plans):
-            messages = program.messages(program.plan_input(plan), "plan")
+        for index, plan in enumerate(redacted):
+            try:
+                messages = program.messages(program.plan_input(plan), "plan")
+            except RegoAborted as exc:
+                messages = [aborted_message(program, exc)]
             changes: dict[str, Mapping[str, Any]] | None = None
             for target, grouped in _by_target(messages).items():
                 resource = resources.get(target) if target else None
@@ -178,11 +194,11 @@ def _finding(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
             else Estimate(0.0, "not priced: not a resource gpuwarden normalizes"))
     text = "; ".join(dict.fromkeys(m.msg for m in messages))
     if policy.spec.message:
-        text = " ".join(policy.message.render(
+        text = policy.render_message(
             msg=text, messages=[m.msg for m in messages], resource=resource, r=resource,
             params=policy.spec.parameters, details=details, cost=cost.monthly_usd,
             verdict=result,
-        ).split())
+        )
     remediation = None
     if result == "fail" and resource is not None:
         remediation = plan_remediation(policy.spec.remediations, resource, details,

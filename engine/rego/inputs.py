@@ -1,6 +1,12 @@
 """The input document a Rego policy sees, per door. Stable: policies are written against it.
 
-- `input: plan` (PR check): the whole `terraform show -json` plan, as conftest gives it.
+- `input: plan` (PR check): the whole `terraform show -json` plan, as conftest gives it, except
+  for its secrets (`redacted_plan`): values marked sensitive (`before_sensitive` /
+  `after_sensitive` of resource, drift and output changes, `sensitive_values` of planned and
+  prior state, sensitive outputs), attributes that are always secret (passwords, raw keys), and
+  sensitive variables (their `value`, and their `default` in the configuration) read
+  `"(sensitive)"`. A mark whose shape does not fit its value (`true` for a whole object, a list
+  where the value is an object) counts as sensitive.
 - `input: resource` (every door): one normalized resource (`Resource` as JSON) with `raw`, the
   native object.
 - `input: admission` (admission; at runtime for Kubernetes workloads, an audit as Gatekeeper's
@@ -119,3 +125,137 @@ def request_for_manifest(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+# ---------------------------------------------------------------------------- plan secrets
+
+
+def redacted_plan(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """`plan` without its secrets (see the module docstring); unchanged parts are shared."""
+    result = dict(plan)
+    for key in ("resource_changes", "resource_drift"):
+        if isinstance(plan.get(key), list):
+            result[key] = [_redacted_change(change) for change in plan[key]]
+    outputs = plan.get("output_changes")
+    if isinstance(outputs, dict):
+        result["output_changes"] = {name: _redacted_change(change, body_key=None)
+                                    for name, change in outputs.items()}
+    if isinstance(plan.get("planned_values"), dict):
+        result["planned_values"] = _redacted_values(plan["planned_values"])
+    prior = plan.get("prior_state")
+    if isinstance(prior, dict) and isinstance(prior.get("values"), dict):
+        result["prior_state"] = {**prior, "values": _redacted_values(prior["values"])}
+    configuration = plan.get("configuration")
+    root = configuration.get("root_module") if isinstance(configuration, dict) else None
+    if isinstance(plan.get("variables"), dict):
+        result["variables"] = _redacted_variables(plan["variables"], root)
+    if isinstance(root, dict):
+        result["configuration"] = {**_mapping(configuration), "root_module": _redacted_config(root)}
+    return result
+
+
+def fitted_marks(value: Any, marks: Any) -> Any:
+    """Sensitivity marks that fit `value`'s shape: `True` where a mark does not fit (a list or
+    object mark over a value of another shape, any other truthy mark) and marks it."""
+    if marks is None or marks is False:
+        return None
+    if isinstance(value, dict) and isinstance(marks, dict):
+        return {key: fitted_marks(value.get(key), mark) for key, mark in marks.items()}
+    if isinstance(value, list) and isinstance(marks, list):
+        return [fitted_marks(item, mark) for item, mark in zip(value, marks, strict=False)]
+    if value is None and isinstance(marks, dict | list):
+        return None
+    return True
+
+
+def _redact(value: Any, marks: Any) -> Any:
+    from engine.sources.terraform import _redact as redact_marked
+
+    return redact_marked(value, fitted_marks(value, marks))
+
+
+def _redacted_change(change: Any, body_key: str | None = "change") -> Any:
+    body = change.get(body_key) if body_key and isinstance(change, dict) else change
+    if not isinstance(body, dict):
+        return change
+    redacted = dict(body)
+    for side in ("before", "after"):
+        if side in body:
+            redacted[side] = _redact(body[side], body.get(f"{side}_sensitive"))
+    return {**change, body_key: redacted} if body_key else redacted
+
+
+def _redacted_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`planned_values` / `prior_state.values`: outputs and modules' resources."""
+    result = dict(values)
+    outputs = values.get("outputs")
+    if isinstance(outputs, dict):
+        result["outputs"] = {name: _redacted_output(output) for name, output in outputs.items()}
+    if isinstance(values.get("root_module"), dict):
+        result["root_module"] = _redacted_module(values["root_module"])
+    return result
+
+
+def _redacted_output(output: Any) -> Any:
+    if not isinstance(output, dict) or "value" not in output:
+        return output
+    marks = True if output.get("sensitive") is not False else None
+    return {**output, "value": _redact(output["value"], marks)}
+
+
+def _redacted_module(module: Mapping[str, Any]) -> dict[str, Any]:
+    result = dict(module)
+    if isinstance(module.get("resources"), list):
+        result["resources"] = [
+            {**item, "values": _redact(item.get("values"), item.get("sensitive_values"))}
+            if isinstance(item, dict) and "values" in item else item
+            for item in module["resources"]
+        ]
+    if isinstance(module.get("child_modules"), list):
+        result["child_modules"] = [_redacted_module(child) if isinstance(child, dict) else child
+                                   for child in module["child_modules"]]
+    return result
+
+
+def _sensitive_names(config_module: Any) -> set[str]:
+    """Variables a configuration module declares sensitive (any mark but false counts)."""
+    variables = _mapping(config_module).get("variables")
+    return {name for name, spec in _mapping(variables).items()
+            if not isinstance(spec, dict) or spec.get("sensitive") not in (None, False)}
+
+
+def _redacted_variables(variables: Mapping[str, Any], root: Any) -> dict[str, Any]:
+    """Values of variables the root module declares sensitive; all of them when the plan has
+    no configuration to tell."""
+    secret = _sensitive_names(root) if isinstance(root, dict) else set(variables)
+    return {name: {**spec, "value": _redact(spec.get("value"), True)}
+            if name in secret and isinstance(spec, dict) and "value" in spec else spec
+            for name, spec in variables.items()}
+
+
+def _redacted_config(module: Mapping[str, Any]) -> dict[str, Any]:
+    """A configuration module: sensitive variables' defaults, secret-named expressions of its
+    resources, and its module calls' modules."""
+    from engine.sources.terraform import _redact as redact_marked
+
+    result = dict(module)
+    secret = _sensitive_names(module)
+    variables = module.get("variables")
+    if secret and isinstance(variables, dict):
+        result["variables"] = {name: {**spec, "default": _redact(spec["default"], True)}
+                               if name in secret and isinstance(spec, dict) and "default" in spec
+                               else spec for name, spec in variables.items()}
+    if isinstance(module.get("resources"), list):
+        result["resources"] = [
+            {**item, "expressions": redact_marked(item["expressions"], None)}
+            if isinstance(item, dict) and isinstance(item.get("expressions"), dict) else item
+            for item in module["resources"]
+        ]
+    calls = module.get("module_calls")
+    if isinstance(calls, dict):
+        result["module_calls"] = {
+            name: {**call, "module": _redacted_config(call["module"])}
+            if isinstance(call, dict) and isinstance(call.get("module"), dict) else call
+            for name, call in calls.items()
+        }
+    return result

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.conditions import Condition, EvalContext
@@ -37,6 +36,7 @@ from engine.errors import InputError
 from engine.model import Door, Resource, Severity, State
 from engine.rego.common import (
     CONVENTION_RULES,
+    RegoAborted,
     RegoError,
     RegoEvaluator,
     RegoModule,
@@ -45,10 +45,19 @@ from engine.rego.common import (
 )
 from engine.rego.inputs import InputKind, admission_input, resource_input
 from engine.tristate import Tri
+from engine.yamlsource import (
+    FileTooLarge,
+    load_yaml_documents,
+    max_policy_file_bytes,
+    read_bounded_bytes,
+)
 
 EvaluatorKind = Literal["embedded", "remote"]
 FailurePolicy = Literal["Fail", "Ignore"]
 BUILTIN_CATALOG = "builtin:catalog"
+DEFAULT_TIMEOUT_S = 10.0
+PLAN_TIMEOUT_S = 60.0  # the Rego twin of gpu-spot-required takes 4-15 s on a 5,000-change plan
+MAX_DATA_BYTES = 16 * 2**20  # one data document
 _PACKAGE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _INPUT_REF = re.compile(
     r'\binput\b(?:[ \t]*\.[ \t]*(?P<dot>[A-Za-z_]\w*)|[ \t]*\[[ \t]*"(?P<key>(?:[^"\\]|\\.)*)"'
@@ -73,10 +82,13 @@ class RegoSpec(BaseModel):
     opa_url: str | None = Field(default=None, description="OPA server root (evaluator: remote).")
     token_env: str | None = Field(default=None, description="Environment variable holding a "
                                   "bearer token for the OPA server.")
-    timeout_s: float = Field(default=10.0, gt=0, le=600,
-                             description="Remote: seconds per request at the plan/runtime doors.")
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=600, description="Seconds one evaluation (embedded) or request "
+        f"(remote) may take at the plan/runtime doors; default {DEFAULT_TIMEOUT_S:g}, and "
+        f"{PLAN_TIMEOUT_S:g} for an embedded evaluation of a whole plan (input: plan).")
     admission_timeout_s: float = Field(default=2.0, gt=0, le=30,
-                                       description="Remote: seconds per request at admission.")
+                                       description="Seconds one evaluation or request may take "
+                                       "at admission.")
     failure_policy: FailurePolicy = Field(
         default="Ignore", description="At admission, when the evaluator cannot answer: Ignore "
         "(an unknown finding, a warning) or Fail (a failing finding, a denial).")
@@ -225,7 +237,11 @@ class RegoVerdict(Condition):
             "plan" if resource.state is State.PLANNED else "runtime")
         if not self.program.applies(door, resource):
             return None
-        messages = self.program.messages(self.program.input_for(resource, self.parameters), door)
+        try:
+            messages = self.program.messages(self.program.input_for(resource, self.parameters),
+                                             door)
+        except RegoAborted:
+            return None  # no verdict: a limit stopped the evaluation
         if any(m.result == "fail" for m in messages):
             return True
         return None if messages else False
@@ -263,7 +279,10 @@ def _evaluator(spec: RegoSpec, modules: Sequence[RegoModule], data: Mapping[str,
     if spec.evaluator == "embedded":
         from engine.rego.embedded import EmbeddedEvaluator
 
-        return EmbeddedEvaluator(modules, data, entry_points=paths)
+        default = PLAN_TIMEOUT_S if spec.input == "plan" else DEFAULT_TIMEOUT_S
+        return EmbeddedEvaluator(modules, data, entry_points=paths,
+                                 timeout_s=spec.timeout_s or default,
+                                 admission_timeout_s=spec.admission_timeout_s)
     from engine.rego.remote import RemoteEvaluator
 
     token = None
@@ -274,7 +293,8 @@ def _evaluator(spec: RegoSpec, modules: Sequence[RegoModule], data: Mapping[str,
                              file=file, line=line)
     assert spec.opa_url is not None
     return RemoteEvaluator(modules, data, url=spec.opa_url, policy_id=policy_id, file=file,
-                           timeout_s=spec.timeout_s, admission_timeout_s=spec.admission_timeout_s,
+                           timeout_s=spec.timeout_s or DEFAULT_TIMEOUT_S,
+                           admission_timeout_s=spec.admission_timeout_s,
                            token=token)
 
 
@@ -293,8 +313,8 @@ def _read_module(name: str, file: str, base_dir: Path | None, line: int | None) 
     if real.suffix != ".rego":
         raise InputError(f"rego module {name!r} is not a .rego file", file=file, line=line)
     try:
-        text = real.read_text("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded_bytes(real, max_policy_file_bytes()).decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError, FileTooLarge) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise InputError(f"cannot read rego module {shown}: {why}", file=file,
                          line=line) from None
@@ -317,19 +337,28 @@ def _merged_data(names: Sequence[str], file: str, base_dir: Path | None,
 def _read_data(name: str, file: str, base_dir: Path | None, line: int | None) -> dict[str, Any]:
     real, shown = _resolve(name, file, base_dir)
     try:
-        text = real.read_bytes()
-        document = orjson.loads(text) if real.suffix == ".json" else yaml.safe_load(text)
-    except OSError as exc:
-        raise InputError(f"cannot read data document {shown}: {exc.strerror or exc}", file=file,
+        text = read_bounded_bytes(real, MAX_DATA_BYTES)
+        document = orjson.loads(text) if real.suffix == ".json" else _yaml_data(text, shown)
+    except (OSError, FileTooLarge) as exc:
+        raise InputError(f"cannot read data document {shown}: "
+                         f"{getattr(exc, 'strerror', None) or exc}", file=file,
                          line=line) from None
-    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0]
+    except (orjson.JSONDecodeError, UnicodeDecodeError, InputError) as exc:
+        first = (str(exc.message) if isinstance(exc, InputError) else str(exc)).splitlines()[0]
         raise InputError(f"data document {shown} does not parse: {first}", file=file,
                          line=line) from None
     if not isinstance(document, dict):
         raise InputError(f"data document {shown} must be an object (it is merged at `data`)",
                          file=file, line=line)
     return document
+
+
+def _yaml_data(text: bytes, shown: str) -> Any:
+    """One YAML document, within the bounds of `engine.yamlsource` (aliases, nesting)."""
+    documents = load_yaml_documents(text.decode("utf-8-sig"), shown)
+    if len(documents) > 1:
+        raise InputError("expected a single YAML document", file=shown)
+    return documents[0] if documents else None
 
 
 def _merge(into: dict[str, Any], document: Mapping[str, Any], prefix: str = "") -> str | None:

@@ -1,0 +1,172 @@
+"""The Rego worker process: regorus engines evaluated where a runaway policy cannot hurt.
+
+Run as a script (`python engine/rego/worker.py`) by `engine.rego.sandbox`; it imports only
+regorus, orjson and the standard library, so it starts in a few tens of milliseconds. It caps
+its own address space (`GPUWARDEN_REGO_MEMORY_MB`, set by the parent) so that a huge allocation
+fails at once (regorus then aborts the process, which the parent reports) instead of swapping
+the host, and serves requests on stdin/stdout until stdin closes.
+
+Frames, both ways: two big-endian 32-bit lengths (header, payload), a JSON header, a payload of
+raw bytes (the input document, or the answer's values). Requests (`op` in the header):
+
+- `parse {name, text, v0}`: parse one module (for Rego v0 detection and parse errors);
+- `load {key, sources, data, v0}`: build an engine for evaluator `key`; the most recent
+  `MAX_ENGINES` are kept, an evicted one is reported `missing` and loaded again by the parent;
+- `check {sources, entry_points}`: compile for regorus' VM (it resolves every function call);
+- `eval {key, paths}` with the input as payload: the values of the defined `paths`.
+
+Answers: `{"ok": true}` (with the values as payload for `eval`, `{"v0": true}` for a module
+that parses only as v0), `{"error": text}` for an engine error (the parent turns regorus' text
+into `file:line`), `{"missing": true}`, or `{"panic": text}` for a panic of the engine, after
+which the worker exits.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import struct
+import sys
+from collections import OrderedDict
+from typing import Any, BinaryIO
+
+MEMORY_ENV = "GPUWARDEN_REGO_MEMORY_MB"
+MAX_ENGINES = 64
+_FRAME = struct.Struct(">II")
+_NOT_A_RULE = "not a valid rule path"
+_V0_MARKERS = ("keyword is required",)
+
+
+def read_frame(stream: BinaryIO) -> tuple[bytes, bytes] | None:
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    header_size, payload_size = _FRAME.unpack(head)
+    header = stream.read(header_size)
+    payload = stream.read(payload_size) if payload_size else b""
+    if len(header) < header_size or len(payload) < payload_size:
+        return None
+    return header, payload
+
+
+def frame(header: bytes, payload: bytes = b"") -> bytes:
+    return _FRAME.pack(len(header), len(payload)) + header + payload
+
+
+class Worker:
+    def __init__(self, regorus: Any, orjson: Any):
+        self.regorus = regorus
+        self.orjson = orjson
+        self.engines: OrderedDict[int, Any] = OrderedDict()
+
+    def handle(self, request: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        try:
+            answer: tuple[dict[str, Any], bytes] = getattr(
+                self, "op_" + str(request.get("op")))(request, payload)
+            return answer
+        except (RuntimeError, ValueError, TypeError) as exc:  # the bindings' engine errors
+            return {"error": str(exc)}, b""
+
+    def op_parse(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        engine = self.regorus.Engine()
+        if request.get("v0"):
+            engine.set_rego_v0(True)
+        try:
+            engine.add_policy(request["name"], request["text"])
+        except RuntimeError as exc:
+            if not request.get("v0") and any(m in str(exc) for m in _V0_MARKERS):
+                return {"ok": True, "v0": True}, b""
+            raise
+        return {"ok": True, "v0": False}, b""
+
+    def op_load(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        engine = self.regorus.Engine()
+        if request.get("v0"):
+            engine.set_rego_v0(True)
+        for name, text in request["sources"]:
+            engine.add_policy(name, text)
+        if request.get("data"):
+            engine.add_data_json(request["data"])
+        self.engines[request["key"]] = engine
+        self.engines.move_to_end(request["key"])
+        while len(self.engines) > MAX_ENGINES:
+            self.engines.popitem(last=False)
+        return {"ok": True}, b""
+
+    def op_check(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        try:
+            self.regorus.Program.compile_from_modules(
+                "{}", [tuple(s) for s in request["sources"]], request["entry_points"])
+        except Exception as exc:  # only unknown functions are errors here
+            if "Unknown function" in str(exc):
+                return {"error": str(exc)}, b""
+        return {"ok": True}, b""
+
+    def op_eval(self, request: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
+        engine = self.engines.get(request["key"])
+        if engine is None:
+            return {"missing": True}, b""
+        self.engines.move_to_end(request["key"])
+        engine.set_input_json(payload.decode())
+        paths: list[str] = request["paths"]
+        values = self._values(engine, paths)
+        return {"ok": True}, self.orjson.dumps(values)
+
+    def _values(self, engine: Any, paths: list[str]) -> dict[str, Any]:
+        """All `paths` in one query, so the rules they share are computed once; `[x | x :=
+        rule]` is `[]` for an undefined rule instead of undefining the query."""
+        if len(paths) == 1:
+            found, value = self._rule(engine, paths[0])
+            return {paths[0]: value} if found else {}
+        query = "[" + ", ".join(f"[x | x := {path}]" for path in paths) + "]"
+        answer = self.orjson.loads(engine.eval_query_as_json(query))
+        values = answer["result"][0]["expressions"][0]["value"]
+        return {path: got[0] for path, got in zip(paths, values, strict=True) if got}
+
+    def _rule(self, engine: Any, path: str) -> tuple[bool, Any]:
+        try:
+            text = engine.eval_rule_as_json(path)
+        except RuntimeError as exc:
+            if _NOT_A_RULE in str(exc):
+                return False, None
+            raise
+        value = self.orjson.loads(text)
+        if value == "<undefined>":  # the bindings' marker; a rule may really hold that string
+            answer = self.orjson.loads(engine.eval_query_as_json(path))
+            if not answer.get("result"):
+                return False, None
+            return True, answer["result"][0]["expressions"][0]["value"]
+        return True, value
+
+
+def _limit_memory() -> None:
+    setting = os.environ.get(MEMORY_ENV, "")
+    if setting.isdigit() and int(setting) > 0:
+        limit = int(setting) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    import importlib
+
+    import orjson
+
+    worker = Worker(importlib.import_module("regorus"), orjson)
+    while True:
+        received = read_frame(stdin)
+        if received is None:
+            return
+        header, payload = received
+        try:
+            answer, out = worker.handle(orjson.loads(header), payload)
+        except BaseException as exc:  # a pyo3 PanicException derives from BaseException
+            stdout.write(frame(orjson.dumps({"panic": f"{type(exc).__name__}: {exc}"})))
+            stdout.flush()
+            return
+        stdout.write(frame(orjson.dumps(answer), out))
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _limit_memory()
+    serve(sys.stdin.buffer, sys.stdout.buffer)
