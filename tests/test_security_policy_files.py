@@ -358,6 +358,29 @@ def test_a_policy_stopped_by_limits_three_times_is_not_run_again(
     assert "3 times already" in report.findings[-1].message
 
 
+def test_at_admission_a_runaway_policy_follows_its_failure_policy(
+        tmp_path: Path, make_resource: Callable[..., Resource]) -> None:
+    path = rego_policy(tmp_path)
+    path.write_text(path.read_text() + "      failure_policy: Fail\n")
+    engine = Engine(load_policies([str(path)]))
+    report = engine.evaluate([gpu_instance(make_resource, name="slow")], NOW, door="admission")
+    [finding] = report.findings
+    assert (finding.result, finding.enforcement) == ("fail", "deny")
+    assert "denied by failure_policy Fail" in finding.message
+    assert "time limit of 1 s" in finding.message
+
+
+def test_alias_bomb_in_a_rego_data_document_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = rego_policy(tmp_path)
+    path.write_text(path.read_text() + "      data: [bomb.yaml]\n")
+    (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB, "utf-8")
+    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    assert "bomb.yaml does not parse" in refused(code, err, path, 8)  # the rego: line
+    assert "aliases expand" in err
+
+
 def test_check_plan_with_a_runaway_plan_policy_reports_unknown_not_a_crash(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
