@@ -370,6 +370,16 @@ def test_at_admission_a_runaway_policy_follows_its_failure_policy(
     assert "time limit of 1 s" in finding.message
 
 
+def test_at_admission_slow_pods_never_switch_a_policy_off_for_the_pods_after_them(
+        tmp_path: Path, make_resource: Callable[..., Resource]) -> None:
+    engine = Engine(load_policies([str(rego_policy(tmp_path))]))
+    slow = [gpu_instance(make_resource, id=f"slow-{n}", name="slow") for n in range(4)]
+    engine.evaluate(slow, NOW, door="admission")
+    report = engine.evaluate([gpu_instance(make_resource, name="fine")], NOW, door="admission")
+    [finding] = report.findings
+    assert (finding.result, finding.message) == ("fail", "fine is big")
+
+
 def test_alias_bomb_in_a_rego_data_document_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,8 +19,10 @@ What this module adds on top of the engine:
   it costs): parsing and compiling get `LOAD_TIMEOUT_S`, each evaluation the evaluator's time
   limit (the policy's `timeout_s`, or `admission_timeout_s` at admission), and the worker a
   memory cap. An evaluation stopped by a limit or a crash raises `RegoAborted` (the findings
-  turn it into an `unknown` finding); after `MAX_ABORTS` of them the evaluator refuses at once,
-  so a hostile policy costs at most that many time limits per process.
+  turn it into an `unknown` finding); after `MAX_ABORTS` of them at the plan or runtime door the
+  evaluator refuses at once there, so a hostile policy costs at most that many time limits per
+  process. Admission never gives up this way: there the input is a tenant's, and a pod crafted
+  to time out must not switch a policy off for the pods after it.
 - **Threads.** Each thread has its own worker (and so its own engines, built from the same
   checked sources on its first evaluation there); a worker holds one input at a time.
 """
@@ -160,7 +162,9 @@ class EmbeddedEvaluator:
                  door: Door = "plan") -> dict[str, Any]:
         """The values of the defined `paths` for `input_doc`, in one query (rules they share,
         a plan index, are computed once). `RegoAborted` when a limit or a crash stopped it."""
-        if self.aborts >= MAX_ABORTS:
+        # At admission the input is a tenant's: a pod crafted to time out must not switch the
+        # policy off for everyone after it, so only batch doors give up on a slow policy.
+        if door != "admission" and self.aborts >= MAX_ABORTS:
             raise RegoAborted(f"rego: not evaluated: stopped by a limit {self.aborts} times "
                               "already in this run", file=self._default_file)
         payload = _input_json(input_doc)
@@ -168,7 +172,8 @@ class EmbeddedEvaluator:
         try:
             answer, body = self._ask(header, payload, self.timeouts.get(door, 10.0))
         except RegoAborted as exc:
-            self.aborts += 1
+            if door != "admission":
+                self.aborts += 1
             raise RegoAborted(exc.message, file=self._default_file) from None
         if "error" in answer:
             raise rego_error(RuntimeError(answer["error"]), default_file=self._default_file,
