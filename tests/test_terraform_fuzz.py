@@ -2,12 +2,19 @@
 
 Three kinds of input: arbitrary bytes as a plan file, plans generated from plausible pieces
 (real resource types and attribute names with arbitrary values), and real plans with parts
-replaced by arbitrary JSON.
+replaced by arbitrary JSON. Then the whole `check-plan` command over hostile plans (lone
+surrogates, control characters, long strings, huge numbers, deep nesting) in every output
+format: exit 0, 1 or 2, one line on stderr for 2, in bounded time; and plans with values marked
+sensitive, whose secret no report may show.
+
+`GPUWARDEN_FUZZ_EXAMPLES=N` runs N examples per test (a nightly run); the default is small.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,18 +23,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import InputError
+from engine.inputfiles import MAX_DEPTH
 from engine.model import Resource
 from engine.sources.terraform import SUPPORTED_TYPES, plan_resources, read_plan
 from tests.conftest import REFERENCE
+from tests.test_input_robustness import FORMATS, CliRun, run_gpuwarden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plans"
+NIGHTLY_EXAMPLES = int(os.environ.get("GPUWARDEN_FUZZ_EXAMPLES", "0") or 0)
+# one CLI run over a hostile input; generous for a loaded 2-core machine (typical: under 1 s)
+CLI_SECONDS = 30
 
 
-FUZZ = settings(
-    max_examples=250,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+def fuzz_settings(examples: int) -> Any:
+    return settings(
+        max_examples=NIGHTLY_EXAMPLES or examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+FUZZ = fuzz_settings(250)
+CLI_FUZZ = fuzz_settings(30)
 
 # Attribute names the adapter reads, so generated objects reach its branches.
 KEYS = [
@@ -306,20 +323,24 @@ def replaced(node: Any, path: list[Any], value: Any) -> Any:
     return copy
 
 
-@st.composite
-def mutated_real_plans(draw: st.DrawFn) -> Any:
-    plan: Any = draw(st.sampled_from(real_plans()))
+def mutated(draw: st.DrawFn, document: Any, values: st.SearchStrategy[Any]) -> Any:
+    """`document` with one to four of its nodes (any depth) replaced by drawn `values`."""
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         path: list[Any] = []
-        node = plan
+        node = document
         while isinstance(node, dict | list) and node and draw(st.integers(0, 9)) > 0:
             step = draw(
                 st.sampled_from(sorted(node) if isinstance(node, dict) else list(range(len(node))))
             )
             path.append(step)
             node = node[step]
-        plan = replaced(plan, path, draw(json_values))
-    return plan
+        document = replaced(document, path, draw(values))
+    return document
+
+
+@st.composite
+def mutated_real_plans(draw: st.DrawFn) -> Any:
+    return mutated(draw, draw(st.sampled_from(real_plans())), json_values)
 
 
 @FUZZ
@@ -375,3 +396,143 @@ def test_arbitrary_bytes_never_crash_read_plan(tmp_path_factory: Any, data: byte
 @given(damaged_plan_bytes())
 def test_damaged_plan_files_never_crash_read_plan(tmp_path_factory: Any, data: bytes) -> None:
     read_and_evaluate(tmp_path_factory.mktemp("damaged"), data)
+
+
+# --------------------------------------------------------------------------------------------
+# The whole command over hostile plans
+# --------------------------------------------------------------------------------------------
+
+# JSON that json.dumps cannot write, spliced into the text in place of these strings
+RAW_JSON = {
+    "@@5000-digits@@": "9" * 5000,
+    "@@400-digits@@": "1" + "0" * 400,
+    "@@nan@@": "NaN",
+    "@@-infinity@@": "-Infinity",
+    "@@too-deep@@": "[" * (MAX_DEPTH + 2) + "]" * (MAX_DEPTH + 2),
+    "@@just-deep-enough@@": "[" * (MAX_DEPTH - 8) + "]" * (MAX_DEPTH - 8),
+}
+hostile_text = (
+    st.sampled_from([
+        "\ud800", "a\udfffb", "\udc80\ud800", "line\ngpuwarden: error: forged", "\x1b[2J\x1b[31m",
+        "\u202eevil", "nul\x00", "tab\tcr\r", "\u2028\u2029\x85", "x" * 70_000,
+        "aws_instance.gpu\n", *RAW_JSON,
+    ])
+    | st.text(st.characters(categories=["Cs", "Cc", "Cf", "Zl", "Zp", "Lu"]), max_size=10)
+)
+hostile_values = st.recursive(
+    scalars | hostile_text,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(KEYS) | hostile_text, children, max_size=6)
+    ),
+    max_leaves=25,
+)
+
+
+def plan_bytes(document: Any) -> bytes:
+    """JSON text of `document` (lone surrogates as `\\ud800` escapes), RAW_JSON spliced in."""
+    text = json.dumps(document, ensure_ascii=True)
+    for marker, raw in RAW_JSON.items():
+        text = text.replace(json.dumps(marker), raw)
+    return text.encode()
+
+
+def assert_cli_contract(run: CliRun) -> None:
+    """Exit 0/1 with a report, or 2 with one clear line; never a crash; in bounded time."""
+    assert run.code in (0, 1, 2), run
+    assert "Traceback" not in run.err and "internal error" not in run.err, run.err
+    if run.code == 2:
+        assert len(run.err.splitlines()) == 1, run.err
+        assert run.err.startswith("gpuwarden: error: ")
+    assert run.seconds < CLI_SECONDS, run.seconds
+
+
+@st.composite
+def hostile_plans(draw: st.DrawFn) -> Any:
+    plan: Any = draw(st.sampled_from(real_plans()) | plans())
+    if draw(st.booleans()):
+        plan = with_hostile_addresses(draw, plan)
+    return mutated(draw, plan, hostile_values) if draw(st.booleans()) else plan
+
+
+def with_hostile_addresses(draw: st.DrawFn, plan: Any) -> Any:
+    """`plan` with hostile text in some change addresses: addresses are in every report."""
+    changes = plan.get("resource_changes") if isinstance(plan, dict) else None
+    if not isinstance(changes, list):
+        return plan
+    changed = [
+        {**change, "address": change["address"] + draw(hostile_text)}
+        if isinstance(change, dict) and isinstance(change.get("address"), str)
+        and draw(st.booleans()) else change
+        for change in changes
+    ]
+    return {**plan, "resource_changes": changed}
+
+
+@CLI_FUZZ
+@given(hostile_plans(), st.sampled_from(FORMATS), st.booleans())
+def test_hostile_plans_through_check_plan(tmp_path_factory: Any, plan: Any, fmt: str,
+                                          show_passed: bool) -> None:
+    path = tmp_path_factory.mktemp("hostile") / "plan.json"
+    path.write_bytes(plan_bytes(plan))
+    passed = ["--show-passed"] if show_passed else []
+    assert_cli_contract(run_gpuwarden("check-plan", str(path), "-f", fmt, *passed))
+
+
+SECRET_PREFIX = "hunter2-"
+# attributes whose values reports show (region in every resource reference, tags and names in
+# messages), so a secret there is one a broken redaction would print
+SHOWN_KEYS = ["region", "availability_zone", "zone", "location", "tags", "tags_all", "labels",
+              "name", "instance_type", "machine_type", "vm_size"]
+
+
+@st.composite
+def plans_with_secrets(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
+    """A real plan whose changes carry a secret in attributes, tags or blocks, each marked in
+    `after_sensitive` (or the whole object marked), as Terraform prints sensitive values."""
+    plan = copy.deepcopy(draw(st.sampled_from(real_plans())))
+    secret = SECRET_PREFIX + draw(st.text("0123456789abcdef", min_size=12, max_size=12))
+    for change in plan.get("resource_changes") or []:
+        body = change.get("change") or {}
+        if isinstance(body.get("after"), dict):
+            marks = body.get("after_sensitive")
+            marks = marks if isinstance(marks, dict) else {}
+            for _ in range(draw(st.integers(1, 3))):
+                marks = hide_secret(draw, body["after"], marks, secret)
+            body["after_sensitive"] = marks
+    return plan, secret
+
+
+def hide_secret(draw: st.DrawFn, after: dict[str, Any], marks: Any, secret: str) -> Any:
+    """Put `secret` somewhere in `after`, marked sensitive; the marks after that."""
+    key = draw(mostly(st.sampled_from(SHOWN_KEYS), st.sampled_from(sorted({*after, *KEYS})),
+                      odds=3))
+    where = draw(st.sampled_from(["attribute", "attribute", "tag", "block", "whole object"]))
+    if where == "whole object" or marks is True:
+        after[key] = secret
+        return True
+    if where == "attribute":
+        after[key], marks[key] = secret, True
+    elif where == "tag":
+        tags = after.get(key) if isinstance(after.get(key), dict) else {}
+        after[key] = {**tags, "owner": secret}
+        tag_marks = marks.get(key) if isinstance(marks.get(key), dict) else {}
+        marks[key] = {**tag_marks, "owner": True}
+    else:
+        after[key] = [{"name": secret, "value": secret}]
+        marks[key] = [{"name": True, "value": True}]
+    return marks
+
+
+@CLI_FUZZ
+@given(plans_with_secrets(), st.sampled_from(["json", "sarif", "markdown", "table", "junit",
+                                               "html"]))
+def test_sensitive_values_never_reach_a_report(tmp_path_factory: Any,
+                                               plan_and_secret: tuple[dict[str, Any], str],
+                                               fmt: str) -> None:
+    plan, secret = plan_and_secret
+    path = tmp_path_factory.mktemp("secret") / "plan.json"
+    path.write_bytes(plan_bytes(plan))
+    run = run_gpuwarden("check-plan", str(path), "-f", fmt, "--show-passed")
+    assert_cli_contract(run)
+    assert secret not in run.out and secret not in run.err

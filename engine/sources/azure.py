@@ -40,6 +40,7 @@ from engine.enrich import enrich
 from engine.errors import InputError, install_hint
 from engine.model import Capacity, Category, Resource, State
 from engine.sources.registry import Collected, ScanOptions
+from engine.sources.snapshot import Count, Labels, ObjectShape, check_shape
 
 if TYPE_CHECKING:
     from engine.sources.snapshot import SnapshotContext
@@ -458,7 +459,86 @@ def estate_resources(estates: Iterable[SubscriptionEstate], catalog: Catalog) ->
 
 # ---------------------------------------------------------------------------- snapshots
 
-_SECTION_LISTS = ("virtual_machines", "disks", "managed_clusters")
+class _Code(ObjectShape):
+    code: str | None = None
+
+
+class _Located(ObjectShape):
+    id: str | None = None
+    name: str | None = None
+    location: str | None = None
+    tags: Labels | None = None
+
+
+class _VmProperties(ObjectShape):
+    class _Storage(ObjectShape):
+        class _OsDisk(ObjectShape):
+            osType: str | None = None
+
+        osDisk: _OsDisk | None = None
+
+    class _Hardware(ObjectShape):
+        vmSize: str | None = None
+
+    class _InstanceView(ObjectShape):
+        statuses: list[_Code] | None = None
+
+    storageProfile: _Storage | None = None
+    hardwareProfile: _Hardware | None = None
+    instanceView: _InstanceView | None = None
+    priority: str | None = None
+
+
+class _VirtualMachine(_Located):
+    properties: _VmProperties | None = None
+
+
+class _DiskProperties(ObjectShape):
+    class _Encryption(ObjectShape):
+        type: str | None = None
+        diskEncryptionSetId: str | None = None
+
+    class _Security(ObjectShape):
+        secureVMDiskEncryptionSetId: str | None = None
+
+    diskState: str | None = None
+    encryption: _Encryption | None = None
+    securityProfile: _Security | None = None
+
+
+class _Disk(_Located):
+    managedBy: str | None = None
+    properties: _DiskProperties | None = None
+
+
+class _AgentPool(ObjectShape):
+    name: str | None = None
+    count: Count | None = None
+    vmSize: str | None = None
+    scaleSetPriority: str | None = None
+    powerState: _Code | None = None
+    nodeLabels: Labels | None = None
+    tags: Labels | None = None
+
+
+class _ClusterProperties(ObjectShape):
+    powerState: _Code | None = None
+    agentPoolProfiles: list[_AgentPool] | None = None
+
+
+class _ManagedCluster(_Located):
+    properties: _ClusterProperties | None = None
+
+
+class _Subscription(ObjectShape):
+    subscriptionId: str | None = None
+    tags: Labels | None = None
+
+
+_SECTION_SHAPES: dict[str, type[ObjectShape]] = {
+    "virtual_machines": _VirtualMachine, "disks": _Disk, "managed_clusters": _ManagedCluster,
+}
+_SECTION_LISTS = tuple(_SECTION_SHAPES)
 
 
 def azure_snapshot(estates: Iterable[SubscriptionEstate]) -> dict[str, Any]:
@@ -482,10 +562,13 @@ def _estates_from_section(value: Any, file: str) -> list[SubscriptionEstate]:
         where = f"azure.subscriptions[{index}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("subscription"), Mapping):
             raise InputError(f"{where} needs a 'subscription' mapping", file=file)
+        check_shape(_Subscription, entry["subscription"], f"{where}.subscription", file)
         lists = {key: entry.get(key) or [] for key in _SECTION_LISTS}
         for key, items in lists.items():
             if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
                 raise InputError(f"{where}.{key} must be a list of objects", file=file)
+            for position, item in enumerate(items):
+                check_shape(_SECTION_SHAPES[key], item, f"{where}.{key}[{position}]", file)
         estates.append(SubscriptionEstate(
             dict(entry["subscription"]), *([dict(i) for i in lists[k]] for k in _SECTION_LISTS)))
     return estates

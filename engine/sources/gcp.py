@@ -37,6 +37,7 @@ from engine.enrich import enrich
 from engine.errors import InputError, install_hint
 from engine.model import Capacity, Category, GpuSpec, Resource, State
 from engine.sources.registry import Collected, ScanOptions
+from engine.sources.snapshot import Count, Labels, ObjectShape, check_shape
 
 if TYPE_CHECKING:
     from engine.sources.snapshot import SnapshotContext
@@ -480,6 +481,50 @@ def read_snapshot_section(value: Any, ctx: SnapshotContext) -> list[Resource]:
     return estate_resources(_estates_from_section(value, ctx.file), ctx.catalog)
 
 
+class _Accelerator(ObjectShape):
+    acceleratorCount: Count | None = None
+    acceleratorType: str | None = None
+
+
+class _Scheduling(ObjectShape):
+    provisioningModel: str | None = None
+    preemptible: bool | None = None
+
+
+class _Located(ObjectShape):
+    name: str | None = None
+    zone: str | None = None
+    region: str | None = None
+    selfLink: str | None = None
+    labels: Labels | None = None
+
+
+class _Instance(_Located):
+    machineType: str | None = None
+    status: str | None = None
+    scheduling: _Scheduling | None = None
+    guestAccelerators: list[_Accelerator] | None = None
+
+
+class _DiskKey(ObjectShape):
+    kmsKeyName: str | None = None
+    sha256: str | None = None
+    rsaEncryptedKey: str | None = None
+
+
+class _Disk(_Located):
+    users: list[str] | None = None
+    diskEncryptionKey: _DiskKey | None = None
+
+
+class _Project(ObjectShape):
+    projectId: str | None = None
+    labels: Labels | None = None
+
+
+_SECTION_SHAPES: dict[str, type[ObjectShape]] = {"instances": _Instance, "disks": _Disk}
+
+
 def _estates_from_section(value: Any, file: str) -> list[ProjectEstate]:
     if not isinstance(value, Mapping) or not isinstance(value.get("projects"), list):
         raise InputError("gcp must be a mapping with a 'projects' list", file=file)
@@ -488,10 +533,13 @@ def _estates_from_section(value: Any, file: str) -> list[ProjectEstate]:
         where = f"gcp.projects[{index}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("project"), Mapping):
             raise InputError(f"{where} needs a 'project' mapping", file=file)
-        lists = {key: entry.get(key) or [] for key in ("instances", "disks")}
+        check_shape(_Project, entry["project"], f"{where}.project", file)
+        lists = {key: entry.get(key) or [] for key in _SECTION_SHAPES}
         for key, items in lists.items():
             if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
                 raise InputError(f"{where}.{key} must be a list of objects", file=file)
+            for position, item in enumerate(items):
+                check_shape(_SECTION_SHAPES[key], item, f"{where}.{key}[{position}]", file)
         estates.append(ProjectEstate(dict(entry["project"]),
                                      [dict(i) for i in lists["instances"]],
                                      [dict(d) for d in lists["disks"]]))

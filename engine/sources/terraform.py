@@ -57,7 +57,6 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -65,7 +64,8 @@ from pydantic import ValidationError
 
 from engine.catalog import Catalog, builtin_catalog
 from engine.enrich import enrich
-from engine.errors import InputError
+from engine.errors import InputError, printable
+from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
 from engine.model import Capacity, Category, GpuSpec, Resource, State
 
 SUPPORTED_FORMAT_MAJORS = frozenset({0, 1})
@@ -116,7 +116,8 @@ def read_plan(path: str) -> dict[str, Any]:
     """Read `terraform show -json` output from `path` ("-" for stdin) and check it is a plan.
 
     Accepts UTF-8 with or without BOM, UTF-16/UTF-32 with BOM, and BOM-less UTF-16. Every problem
-    is an `InputError` naming the file (and line where JSON parsing gives one).
+    is an `InputError` naming the file (and line where JSON parsing gives one). The file is read
+    and the document tidied within the bounds of `engine.inputfiles`.
     """
     display = "<stdin>" if path == "-" else path
     data = _read_bytes(path, display)
@@ -153,10 +154,8 @@ def check_plan_document(document: Any, source: str) -> None:
 
 
 def _read_bytes(path: str, display: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
     try:
-        return Path(path).read_bytes()
+        return read_input_bytes(path, "plan", display, stdin=True)
     except FileNotFoundError:
         raise InputError("cannot read plan: no such file", file=display) from None
     except IsADirectoryError:
@@ -220,7 +219,7 @@ def _detect_encoding(data: bytes, display: str) -> tuple[str, int]:
 
 def _load_json(text: bytes | str, display: str) -> Any:
     try:
-        return orjson.loads(text)
+        return tidy_document(orjson.loads(text), display, len(text), from_orjson=True)
     except orjson.JSONDecodeError:
         pass  # re-parse with json for a line number (or accept what only orjson rejects)
     if isinstance(text, bytes):
@@ -234,11 +233,15 @@ def _load_json(text: bytes | str, display: str) -> Any:
                 line=data[: exc.start].count(b"\n") + 1,
             ) from None
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except RecursionError:
         raise InputError("not a Terraform plan: JSON nested too deeply", file=display) from None
     except json.JSONDecodeError as exc:
         raise _json_error(text, exc, display) from None
+    except ValueError:  # the only other ValueError: an integer too long to convert
+        raise InputError(f"invalid JSON: a number has more than {sys.get_int_max_str_digits()} "
+                         "digits", file=display) from None
+    return tidy_document(document, display, len(text), from_orjson=False)
 
 
 def _json_error(text: str, exc: json.JSONDecodeError, display: str) -> InputError:
@@ -278,7 +281,8 @@ def _check_format_version(version: Any, source: str) -> None:
     found = re.match(r"(\d+)\.\d+", version) if isinstance(version, str) else None
     if found is None or int(found.group(1)) not in SUPPORTED_FORMAT_MAJORS:
         raise InputError(
-            f"unsupported plan format_version {version!r} (supported: 0.x and 1.x)", file=source
+            f"unsupported plan format_version {printable(repr(version), 40)} (supported: 0.x "
+            "and 1.x)", file=source
         )
 
 
@@ -736,12 +740,12 @@ def plan_resources(
     """
     check_plan_document(plan, source)
     index = PlanIndex(plan, catalog or builtin_catalog())
-    evaluated: list[str] = []
+    evaluated: dict[str, None] = {}  # addresses in plan order, each once
     for position, change in enumerate(plan.get("resource_changes") or []):
         _check_change(change, position, source)
         index.add(change)
         if _is_evaluated(change):
-            evaluated.append(change["address"])
+            evaluated[change["address"]] = None
     resources: list[Resource] = []
     for address in evaluated:
         planned = index.planned(address)
@@ -844,12 +848,19 @@ def _normalized_by_address(
 
 
 def _check_change(change: Any, position: int, source: str) -> None:
+    """Raise `InputError` unless `change` has the structure every reader relies on. Its address
+    becomes an `identifier` (one line, bounded) in place, for joins, ids and messages alike."""
     where = f"resource_changes[{position}]"
     if not isinstance(change, dict):
         raise InputError(f"{where} must be an object, found {_json_type(change)}", file=source)
     address = change.get("address")
     if not isinstance(address, str) or not address:
         raise InputError(f"{where} has no address", file=source)
+    address = change["address"] = identifier(address)
+    if not isinstance(change.get("type", ""), str):
+        raise InputError(f"{printable(address)}: type must be a string, found "
+                         f"{_json_type(change['type'])}", file=source)
+    address = printable(address)  # as messages echo it
     body = change.get("change")
     if not isinstance(body, dict):
         raise InputError(f"{address}: 'change' must be an object", file=source)
@@ -872,13 +883,17 @@ def _is_evaluated(change: dict[str, Any]) -> bool:
 
 
 def _normalize(planned: PlannedChange, source: str) -> list[Resource]:
+    # The change indexed at an address is the first one planned there, which need not be of the
+    # type the caller saw when two changes share an address (deposed objects, broken plans).
+    normalize = _NORMALIZERS.get(planned.type)
     try:
-        return _NORMALIZERS[planned.type](planned)
+        return normalize(planned) if normalize is not None else []
     except ValidationError as exc:
         problem = exc.errors()[0]
         field = ".".join(str(part) for part in problem.get("loc", ()))
         raise InputError(
-            f"{planned.address}: cannot read {field or 'the resource'}: {problem.get('msg')}",
+            f"{printable(planned.address)}: cannot read {field or 'the resource'}: "
+            f"{printable(str(problem.get('msg')))}",
             file=source,
         ) from None
 
@@ -888,8 +903,10 @@ def _enrich(resource: Resource, catalog: Catalog) -> Resource:
     if resource.kind.startswith("aws_sagemaker") and instance_type and instance_type[:3] == "ml.":
         # An ML instance is priced as the EC2 type it runs on (SageMaker adds a premium).
         ec2 = resource.model_copy(update={"instance_type": instance_type[3:]})
-        return enrich(ec2, catalog).model_copy(update={"instance_type": instance_type})
-    return enrich(resource, catalog)
+        resource = enrich(ec2, catalog).model_copy(update={"instance_type": instance_type})
+    else:
+        resource = enrich(resource, catalog)
+    return bounded_resource(resource)
 
 
 def _resource(
@@ -1556,9 +1573,9 @@ def _pipeline_definition(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, str):
         return None
     try:
-        definition = json.loads(value)
-    except ValueError:
-        return None
+        definition = tidy_document(json.loads(value), "pipeline_definition", len(value))
+    except (ValueError, RecursionError, InputError):
+        return None  # unreadable, too long a number, or too deep: as if there were none
     return definition if isinstance(definition, dict) else None
 
 
