@@ -1,0 +1,293 @@
+"""scripts/build_catalog.py: the generator on small real excerpts of its sources, and the shipped
+instance_types.csv / prices.csv it produced from the full sources (engine/data/catalog)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "build_catalog.py"
+FIXTURES = REPO / "tests" / "data" / "catalog-sources"
+SHIPPED = REPO / "engine" / "data" / "catalog"
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_catalog", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+build_catalog = load_script()
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run_cli(sources: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), "--sources", str(sources), "--out",
+                           str(out), "--quiet"], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def fixture_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("catalog")
+    result = run_cli(FIXTURES, out)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def types_by_key(out: Path) -> dict[tuple[str, str], dict[str, str]]:
+    return {(row["cloud"], row["type"]): row for row in read_csv(out / "instance_types.csv")}
+
+
+def prices_by_key(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    return {(row["cloud"], row["type"], row["region"]): row
+            for row in read_csv(out / "prices.csv")}
+
+
+# ------------------------------------------------------------------ the generator on fixtures
+
+
+@pytest.mark.parametrize(("cloud", "name", "expected"), [
+    # moto's GpuInfo, MiB per GPU mapped to the canonical model with its nominal memory
+    ("aws", "g5.2xlarge", "machine,NVIDIA A10G,1,24,8,32,false,moto-5.2.5,2026-10-27"),
+    ("aws", "p3dn.24xlarge", "machine,NVIDIA V100 32GB,8,32,96,768,false,moto-5.2.5,2026-10-27"),
+    ("aws", "p4d.24xlarge",
+     "machine,NVIDIA A100 40GB SXM,8,40,96,1152,true,moto-5.2.5,2026-10-27"),
+    ("aws", "g6f.large", "machine,NVIDIA L4,0.125,24,2,8,false,moto-5.2.5,2026-10-27"),
+    ("aws", "m5.large", "machine,,0,,2,8,false,moto-5.2.5,2026-10-27"),
+    # a type moto lacks: cluster-autoscaler's count, the family table's model
+    ("aws", "p3.2xlarge", "machine,NVIDIA V100,1,16,8,61,false,autoscaler-aws@e964265; "
+                          "GPU model: build_catalog.py family table,2026-01-22"),
+    ("gcp", "a3-ultragpu-8g-nolssd", "machine,NVIDIA H200 141GB,8,141,224,2952,true,"
+                                     "cyclenerd-machinetypes@8c32d22; GPU: cluster-toolkit@d26f635,"
+                                     "2026-07-01"),
+    ("gcp", "g4-standard-6", "machine,NVIDIA RTX PRO 6000 Blackwell,0.125,96,6,22,true,"
+                             "cyclenerd-machinetypes@8c32d22; GPU: cyclenerd-gcp-yml@08440e7 + "
+                             "cluster-toolkit@d26f635,2026-07-01"),
+    ("gcp", "n1-standard-8", "machine,,0,,8,30,false,cyclenerd-machinetypes@8c32d22,2026-07-01"),
+    ("gcp", "nvidia-tesla-t4-vws",
+     "accelerator,NVIDIA T4,1,16,,,false,cyclenerd-accelerators@1c13e28,2026-08-10"),
+    ("azure", "Standard_NV6ads_A10_v5",
+     "machine,NVIDIA A10,0.1667,24,6,55,false,autoscaler-azure@03e49d9; GPU model: "
+     "build_catalog.py family table (GPU share: Microsoft size table),2026-03-17"),
+    ("azure", "Standard_NP10s", "machine,,0,,10,168,false,autoscaler-azure@03e49d9,2026-03-17"),
+])
+def test_fixture_rows(fixture_output: Path, cloud: str, name: str, expected: str) -> None:
+    row = types_by_key(fixture_output)[(cloud, name)]
+    assert ",".join(list(row.values())[2:]) == expected
+
+
+def test_fixture_row_set(fixture_output: Path) -> None:
+    names = {name for _, name in types_by_key(fixture_output)}
+    assert "ct5lp-hightpu-4t" in names  # a TPU machine type is a type, with 0 GPUs
+    assert "ct5lp" not in names  # but a TPU accelerator is no GPU accelerator
+    assert len(names) == 31
+
+
+def test_fixture_prices(fixture_output: Path) -> None:
+    prices = prices_by_key(fixture_output)
+    assert list(prices[("aws", "p3.2xlarge", "us-east-1")].values())[3:] == [
+        "3.06", "", "karpenter-aws@6fc13b5", "2026-07-20"]
+    assert prices[("aws", "g6.4xlarge", "us-gov-east-1")]["on_demand_usd_per_h"] == "1.66781"
+    gcp = prices[("gcp", "a2-highgpu-1g", "us-central1")]
+    assert (gcp["on_demand_usd_per_h"], gcp["spot_usd_per_h"]) == ("3.673385", "1.102016")
+    assert prices[("gcp", "nvidia-tesla-t4", "us-central1")]["spot_usd_per_h"] == "0.11"
+    assert prices[("azure", "Standard_NC6s_v3", "westeurope")]["on_demand_usd_per_h"] == "3.823"
+    skipped = {("gcp", "e2-small"), ("gcp", "nvidia-tesla-a100"), ("gcp", "nvidia-tesla-k80"),
+               ("azure", "Basic_A0"), ("azure", "DCadsv6_Type1"), ("aws", "g5.12xlarge")}
+    assert not skipped & {(cloud, name) for cloud, name, _ in prices}
+    assert len(prices) == 22
+
+
+def test_fixture_provenance_is_copied(fixture_output: Path) -> None:
+    manifest = json.loads((fixture_output / "sources" / "SOURCES.json").read_text())
+    for entry in manifest.values():
+        assert (fixture_output / "sources" / entry["license"]).read_text().startswith(
+            (" ", "\n", "Apache"))
+    assert manifest["moto-5.2.5"]["as_of"] == "2026-10-27"
+
+
+def test_output_is_deterministic(fixture_output: Path, tmp_path: Path) -> None:
+    assert run_cli(FIXTURES, tmp_path).returncode == 0
+    for name in ("instance_types.csv", "prices.csv", "sources/SOURCES.json"):
+        assert (tmp_path / name).read_bytes() == (fixture_output / name).read_bytes()
+
+
+# ------------------------------------------------------------------ loud failures
+
+
+def edited_sources(tmp_path: Path, relative: str, old: str, new: str) -> Path:
+    sources = tmp_path / "sources"
+    shutil.copytree(FIXTURES, sources)
+    path = sources / relative
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return sources
+
+
+@pytest.mark.parametrize(("relative", "old", "new", "message"), [
+    ("aws/instance_types.json", '"Name": "L40S"', '"Name": "Z100"', "unmapped GPU"),
+    ("azure/azure_instance_types.go", "standardNCSv3Family", "standardNZv9Family",
+     "not in AZURE_FAMILY_GPU"),
+    ("gcp/gcp.yml", "      l4: 1", "      x9: 1", "unmapped GPU key 'x9'"),
+    ("gcp/machine_mappings.json", '"h200-141gb-8"', '"h300-200gb-8"', "unmapped GPU shorthand"),
+    ("gcp/gcp.yml", "      h100-80gb-mega: 8", "      h100-80gb-mega: 4", "sources disagree"),
+    ("gcp/machinetypes.csv", "n1-standard-8;", "a4-highgpu-16g;", "without a GPU mapping"),
+    ("gcp/acceleratortyperegion.csv", "nvidia-h200-141gb;", "nvidia-x300;",
+     "add it to GCP_ACCELERATORS"),
+    ("aws/ec2_instance_types.go", '"p3.2xlarge",', '"p9.2xlarge",', "not in AWS_FAMILY_GPU"),
+    ("SOURCES.json", '"aws/zz_generated.pricing_aws.go"', '"aws/absent.go"', "not a regular file"),
+    ("SOURCES.json", '"as_of": "2026-06-18"', '"as_of": "June"', "as_of is not YYYY-MM-DD"),
+    ("gcp/gce_price_info.go", "preemptiblePrices =", "otherPrices =", "no preemptiblePrices"),
+])
+def test_unknown_or_broken_source_fails_loudly(tmp_path: Path, relative: str, old: str, new: str,
+                                               message: str) -> None:
+    result = run_cli(edited_sources(tmp_path, relative, old, new), tmp_path / "out")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("build_catalog: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out" / "instance_types.csv").exists()
+
+
+def test_malformed_json_source_is_one_line(tmp_path: Path) -> None:
+    sources = edited_sources(tmp_path, "aws/instance_types.json", "{", "[")
+    result = run_cli(sources, tmp_path / "out")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+
+
+# ------------------------------------------------------------------ the shipped catalog
+
+
+@pytest.fixture(scope="module")
+def shipped_types() -> list[dict[str, str]]:
+    return read_csv(SHIPPED / "instance_types.csv")
+
+
+@pytest.fixture(scope="module")
+def shipped_prices() -> list[dict[str, str]]:
+    return read_csv(SHIPPED / "prices.csv")
+
+
+@pytest.fixture(scope="module")
+def shipped_sources() -> dict[str, dict[str, str]]:
+    manifest: dict[str, dict[str, str]] = json.loads(
+        (SHIPPED / "sources" / "SOURCES.json").read_text())
+    return manifest
+
+
+def lookup(types: list[dict[str, str]], cloud: str, name: str) -> dict[str, str]:
+    """Case-insensitive, as Azure matches VM sizes."""
+    matches = [r for r in types if r["cloud"] == cloud and r["type"].lower() == name.lower()]
+    assert len(matches) == 1, (cloud, name, matches)
+    return matches[0]
+
+
+def test_shipped_files_parse_with_their_columns(shipped_types: list[dict[str, str]],
+                                                shipped_prices: list[dict[str, str]]) -> None:
+    assert tuple(shipped_types[0]) == build_catalog.TYPE_COLUMNS
+    assert tuple(shipped_prices[0]) == build_catalog.PRICE_COLUMNS
+    for row in shipped_types:
+        assert float(row["gpu_count"]) >= 0 and row["kind"] in {"machine", "accelerator"}
+        assert row["mig_capable"] in {"true", "false"}
+        assert bool(row["gpu_model"]) == (float(row["gpu_count"]) > 0)
+        if row["gpu_model"]:
+            model = build_catalog.GPU_MODELS[row["gpu_model"]]
+            assert float(row["gpu_memory_gib_each"]) == model.memory_gib
+            assert (row["mig_capable"] == "true") == model.mig_capable
+    for row in shipped_prices:
+        assert row["on_demand_usd_per_h"] or row["spot_usd_per_h"]
+        assert all(float(v) > 0 for v in (row["on_demand_usd_per_h"], row["spot_usd_per_h"]) if v)
+
+
+def test_shipped_keys_are_unique_and_sorted(shipped_types: list[dict[str, str]],
+                                            shipped_prices: list[dict[str, str]]) -> None:
+    type_keys = [(r["cloud"], r["type"].lower()) for r in shipped_types]
+    price_keys = [(r["cloud"], r["type"].lower(), r["region"]) for r in shipped_prices]
+    assert len(set(type_keys)) == len(type_keys) and type_keys == sorted(type_keys)
+    assert len(set(price_keys)) == len(price_keys) and price_keys == sorted(price_keys)
+    assert {k[:2] for k in price_keys} <= set(type_keys)  # every price belongs to a known type
+
+
+def test_every_shipped_row_has_a_source_and_date(shipped_types: list[dict[str, str]],
+                                                 shipped_prices: list[dict[str, str]],
+                                                 shipped_sources: dict[str, dict[str, str]]
+                                                 ) -> None:
+    for row in [*shipped_types, *shipped_prices]:
+        assert DATE.fullmatch(row["as_of"]), row
+        assert row["source"].split(";")[0] in shipped_sources, row
+    for entry in shipped_sources.values():
+        assert DATE.fullmatch(entry["as_of"])
+        assert "Apache License" in (SHIPPED / "sources" / entry["license"]).read_text()
+
+
+def test_existing_gpu_instances_agree(shipped_types: list[dict[str, str]]) -> None:
+    for old in read_csv(SHIPPED / "gpu_instances.csv"):
+        new = lookup(shipped_types, old["cloud"], old["instance_type"])
+        assert new["type"] == old["instance_type"]
+        assert new["gpu_model"] == old["gpu_model"]
+        assert float(new["gpu_count"]) == float(old["gpu_count"])
+        assert float(new["gpu_memory_gib_each"]) == float(old["gpu_mem_gib_each"])
+        assert (float(new["vcpus"]), float(new["memory_gib"])) == (
+            float(old["vcpu"]), float(old["mem_gib"]))
+
+
+def test_existing_accelerators_agree(shipped_types: list[dict[str, str]]) -> None:
+    for old in read_csv(SHIPPED / "accelerators.csv"):
+        new = lookup(shipped_types, old["cloud"], old["accelerator"])
+        assert (new["kind"], new["gpu_model"]) == ("accelerator", old["gpu_model"])
+        assert float(new["gpu_memory_gib_each"]) == float(old["gpu_mem_gib_each"])
+
+
+@pytest.mark.parametrize(("cloud", "name", "gpus"), [
+    ("aws", "g5.2xlarge", 1), ("aws", "g6.4xlarge", 1), ("aws", "g6e.8xlarge", 1),
+    ("aws", "g5g.xlarge", 1), ("aws", "p3dn.24xlarge", 8), ("aws", "p5e.48xlarge", 8),
+    ("gcp", "a3-highgpu-8g", 8), ("gcp", "a3-megagpu-8g", 8), ("gcp", "g2-standard-8", 1),
+    ("azure", "Standard_NC6s_v3", 1), ("azure", "standard_nc48ads_a100_v4", 2),
+    ("azure", "STANDARD_NC40ADS_H100_V5", 1), ("azure", "Standard_NV36ads_A10_v5", 1),
+])
+def test_named_types_have_their_gpus(shipped_types: list[dict[str, str]], cloud: str, name: str,
+                                     gpus: int) -> None:
+    assert float(lookup(shipped_types, cloud, name)["gpu_count"]) == gpus
+
+
+def test_coverage_of_gpu_families_and_cpu_types(shipped_types: list[dict[str, str]]) -> None:
+    aws = {r["type"].split(".")[0] for r in shipped_types if r["cloud"] == "aws"
+           and float(r["gpu_count"])}
+    assert {"g4dn", "g4ad", "g5", "g5g", "g6", "g6e", "g6f", "gr6", "g7e", "p3", "p3dn", "p4d",
+            "p4de", "p5", "p5e", "p5en", "p6-b200"} <= aws
+    gcp = {r["type"] for r in shipped_types if r["cloud"] == "gcp" and float(r["gpu_count"])}
+    for prefix in ("a2-highgpu", "a2-ultragpu", "a3-highgpu", "a3-ultragpu", "a4-highgpu",
+                   "g2-standard", "nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100",
+                   "nvidia-tesla-p4"):
+        assert any(name.startswith(prefix) for name in gcp), prefix
+    azure = {r["type"] for r in shipped_types if r["cloud"] == "azure" and float(r["gpu_count"])}
+    for prefix in ("Standard_NC", "Standard_ND", "Standard_NV"):
+        assert sum(name.startswith(prefix) for name in azure) >= 6, prefix
+    for cloud, name in [("aws", "m5.large"), ("gcp", "n1-standard-8"),
+                        ("azure", "Standard_D2s_v3")]:
+        assert lookup(shipped_types, cloud, name)["gpu_count"] == "0"
+    assert len(shipped_types) > 3000
+
+
+def test_shipped_files_stay_small() -> None:
+    total = sum(p.stat().st_size for p in SHIPPED.rglob("*") if p.is_file())
+    assert total < 10 * 1024 * 1024
