@@ -15,6 +15,11 @@
 Custodian's mark-for-op idea); marks of several policies are kept comma-separated, and a policy
 already marked is left alone, so the date is that of the first mark.
 
+Each method that calls AWS declares the IAM actions it calls (`IAM.declare`), next to the calls:
+the fresh reads, and the mutating actions with the remediation (`remediation_actions` in the
+Terraform module) that grants them; tests/test_iam_permissions.py holds the module's policy to
+exactly these and checks them against the calls a run really makes.
+
 Each check reads the resource fresh (Describe/List/Get), its tags included, just before
 anything is changed: a resource that has become production or exempt since the scan is skipped
 (`engine.labels.protection`), with a `check` line in the audit log. Every call goes through a
@@ -32,8 +37,8 @@ from typing import Any
 
 from engine.labels import protection
 from engine.model import Finding, Report, Resource
-from engine.sources import aws as aws_source
-from engine.sources.aws import AwsClients
+from engine.sources.aws import AwsClients, apply_client_hooks
+from engine.sources.aws.permissions import IamDeclarations
 from remediations.runner import (
     Change,
     Check,
@@ -47,7 +52,9 @@ from remediations.runner import (
 PREVIOUS_SIZE_TAG = "gpuwarden:previous-size"
 VIOLATION_TAG = "gpuwarden:violation"
 SNAPSHOT_TAG = "gpuwarden:snapshot-before-stop"
+SNAPSHOT_OF_TAG = "gpuwarden:snapshot-of"
 CALL_ATTEMPTS = 3  # per call, the first included; the scan's clients allow 11 adaptive ones
+IAM = IamDeclarations()
 
 
 def apply_aws_remediations(
@@ -87,11 +94,9 @@ def capped_client(read_client: Any, session: Any) -> Any:
 
     config = read_client.meta.config.merge(
         Config(retries={"mode": "standard", "total_max_attempts": CALL_ATTEMPTS}))
-    client = session.client(read_client.meta.service_model.service_name,
-                            region_name=read_client.meta.region_name, config=config)
-    for hook in aws_source.CLIENT_HOOKS:
-        hook(client)
-    return client
+    return apply_client_hooks(session.client(read_client.meta.service_model.service_name,
+                                             region_name=read_client.meta.region_name,
+                                             config=config))
 
 
 def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
@@ -132,6 +137,8 @@ class AwsActions:
             return NoChange(f"no stop action for a {resource.kind}")
         return stopper(finding, resource)
 
+    @IAM.declare(remediation="stop", reads=["ec2:DescribeInstances", "ec2:DescribeVolumes"],
+                 writes=["ec2:StopInstances"])
     def _stop_instance(self, finding: Finding, resource: Resource) -> Change | NoChange:
         ec2 = self._client("ec2", resource)
         try:
@@ -179,15 +186,21 @@ class AwsActions:
                        for t in volume.get("Tags") or [])]
 
     @staticmethod
+    @IAM.declare(remediation="snapshot-before-stop",
+                 writes=["ec2:CreateSnapshot", "ec2:CreateTags"],  # tags in TagSpecifications
+                 tag_keys=[SNAPSHOT_OF_TAG])
     def _snapshot(ec2: Any, volume_id: str, instance_id: str, policy: str) -> str:
         response = ec2.create_snapshot(
             VolumeId=volume_id,
             Description=f"gpuwarden: {volume_id} of {instance_id} before stop ({policy})",
             TagSpecifications=[{"ResourceType": "snapshot", "Tags": [
-                {"Key": "gpuwarden:snapshot-of", "Value": instance_id}]}],
+                {"Key": SNAPSHOT_OF_TAG, "Value": instance_id}]}],
         )
         return str(response["SnapshotId"])
 
+    @IAM.declare(remediation="stop", reads=["autoscaling:DescribeAutoScalingGroups"],
+                 writes=["autoscaling:CreateOrUpdateTags", "autoscaling:UpdateAutoScalingGroup"],
+                 tag_keys=[PREVIOUS_SIZE_TAG])
     def _scale_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         autoscaling = self._client("autoscaling", resource)
         name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
@@ -217,6 +230,9 @@ class AwsActions:
                       apply, f"scaled autoscaling group {name} to zero (was {_size_tag(before)}"
                       f" min,max,desired; kept in tag {PREVIOUS_SIZE_TAG})")
 
+    @IAM.declare(remediation="stop", reads=["eks:DescribeNodegroup"],
+                 writes=["eks:TagResource", "eks:UpdateNodegroupConfig"],
+                 tag_keys=[PREVIOUS_SIZE_TAG])
     def _scale_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         eks = self._client("eks", resource)
         cluster = str(resource.raw.get("clusterName") or resource.cluster)
@@ -244,6 +260,9 @@ class AwsActions:
                       f"scaled node group {cluster}/{name} to zero (was {_size_tag(before)} "
                       f"min,max,desired; kept in tag {PREVIOUS_SIZE_TAG})")
 
+    @IAM.declare(remediation="stop",
+                 reads=["sagemaker:DescribeNotebookInstance", "sagemaker:ListTags"],
+                 writes=["sagemaker:StopNotebookInstance"])
     def _stop_notebook(self, finding: Finding, resource: Resource) -> Change | NoChange:
         sagemaker = self._client("sagemaker", resource)
         name = str(resource.raw.get("NotebookInstanceName") or resource.name)
@@ -306,6 +325,8 @@ class AwsActions:
             return self._sagemaker_taggers(resource, str(resource.raw[arn_keys[resource.kind]]))
         return None
 
+    @IAM.declare(remediation="mark-violation", reads=["ec2:DescribeTags"],
+                 writes=["ec2:CreateTags"], tag_keys=[VIOLATION_TAG])
     def _ec2_taggers(self, resource: Resource
                      ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         ec2 = self._client("ec2", resource)
@@ -321,6 +342,8 @@ class AwsActions:
 
         return read, write
 
+    @IAM.declare(remediation="mark-violation", reads=["autoscaling:DescribeAutoScalingGroups"],
+                 writes=["autoscaling:CreateOrUpdateTags"], tag_keys=[VIOLATION_TAG])
     def _group_taggers(self, resource: Resource
                        ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         autoscaling = self._client("autoscaling", resource)
@@ -338,6 +361,8 @@ class AwsActions:
 
         return read, write
 
+    @IAM.declare(remediation="mark-violation", reads=["eks:DescribeNodegroup"],
+                 writes=["eks:TagResource"], tag_keys=[VIOLATION_TAG])
     def _node_group_taggers(self, resource: Resource
                             ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         eks = self._client("eks", resource)
@@ -354,6 +379,8 @@ class AwsActions:
 
         return read, write
 
+    @IAM.declare(remediation="mark-violation", reads=["sagemaker:ListTags"],
+                 writes=["sagemaker:AddTags"], tag_keys=[VIOLATION_TAG])
     def _sagemaker_taggers(self, resource: Resource, arn: str
                            ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         sagemaker = self._client("sagemaker", resource)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine.sources import aws as aws_source
+from engine.sources.aws import clients as aws_clients
 
 ACCOUNT = "123456789012"  # moto's default account
 OTHER_ACCOUNT = "111111111111"
@@ -145,7 +145,7 @@ def aws_fixture(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: A
     with urllib.request.urlopen(request, timeout=120):  # slow on a loaded machine
         pass
     hooks: list[Callable[[Any], None]] = []
-    monkeypatch.setattr(aws_source, "CLIENT_HOOKS", hooks)
+    monkeypatch.setattr(aws_clients, "CLIENT_HOOKS", hooks)
     return AwsLab(moto_endpoint, hooks)
 
 

@@ -16,8 +16,9 @@ import pytest
 from engine.catalog import builtin_catalog
 from engine.errors import InputError
 from engine.model import Capacity, Category, Resource, State
-from engine.sources import aws as aws_source
+from engine.sources.aws import clients as aws_clients
 from engine.sources.aws import collect, customer_key, read_snapshot_section, region_resources
+from engine.sources.aws import compute as aws_compute
 from engine.sources.registry import Collected, ScanOptions
 from engine.sources.snapshot import SnapshotContext
 from tests.conftest import REPO
@@ -143,14 +144,14 @@ def test_scan_paginates(aws: AwsLab, monkeypatch: pytest.MonkeyPatch) -> None:
     ec2 = aws.client("ec2")
     ids = {run_instance(ec2, "g5.xlarge", {"n": str(n)}) for n in range(7)}
     calls = aws.record_calls()
-    original = aws_source._pages
+    original = aws_compute.pages
 
     def small_pages(client: Any, operation: str, key: str, **params: Any) -> Any:
         if operation == "describe_instances":
             params["MaxResults"] = 5  # EC2's smallest page
         return original(client, operation, key, **params)
 
-    monkeypatch.setattr(aws_source, "_pages", small_pages)
+    monkeypatch.setattr(aws_compute, "pages", small_pages)
     found = {r.id for r in collect_aws(EAST).resources if r.kind == "aws_instance"}
     assert found == ids
     pages = [c for c in calls if c[2] == "DescribeInstances"]
@@ -281,7 +282,7 @@ def test_throttling_is_retried_then_reported(aws: AwsLab, estate: Estate,
     from botocore.retries.standard import ExponentialBackoff
 
     # keep the retries, not their waiting: no backoff delay, no client-side rate limiting
-    monkeypatch.setattr(aws_source, "RETRY_ATTEMPTS", 3)
+    monkeypatch.setattr(aws_clients, "RETRY_ATTEMPTS", 3)
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
     monkeypatch.setattr(ClientRateLimiter, "on_sending_request", lambda self, **_: None)
     attempts: list[str] = []
