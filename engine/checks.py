@@ -15,9 +15,9 @@ from pydantic import Field
 from engine import offhours
 from engine.catalog import MigProfile
 from engine.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.durations import format_duration, parse_duration
 from engine.labels import is_production, missing_tags
 from engine.model import Resource, Telemetry
-from engine.telemetry.series import format_duration, parse_duration
 from engine.tristate import Tri
 
 

@@ -14,8 +14,8 @@ from engine.budget import load_budgets
 from engine.catalog import HOURS_PER_MONTH, Catalog, InstanceType
 from engine.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.costs import Estimate, estimator
+from engine.durations import format_duration, parse_duration
 from engine.model import Category, Resource, Telemetry
-from engine.telemetry.series import format_duration, parse_duration
 from engine.tristate import Tri
 
 # ---------------------------------------------------------------------------- helpers

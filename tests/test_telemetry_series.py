@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.durations import format_duration, parse_duration
 from engine.errors import InputError
 from engine.telemetry.series import (
     SeriesFolder,
     drop_mig_parents,
-    format_duration,
-    parse_duration,
     series_labels,
 )
 from engine.telemetry.snapshot import parse_section

@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 
 from engine.catalog import Catalog
+from engine.durations import format_duration
 from engine.errors import InputError
 from engine.sources.registry import Collected, ScanOptions
 from engine.telemetry.join import Join
-from engine.telemetry.series import GpuSeries, format_duration
+from engine.telemetry.series import GpuSeries
 
 
 def _mib(value: float | None) -> str:
