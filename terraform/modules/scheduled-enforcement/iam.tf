@@ -1,8 +1,13 @@
 # Least privilege for the scan and its remediations.
 #
-# Read-only: exactly the Describe/List/Get calls of engine/sources/aws.py (and the fresh reads
-# of remediations/aws_actions.py), listed one by one: no "*" actions. These APIs have no
-# resource-level permissions, so their resource is "*".
+# The actions are those the code declares next to its calls: the read-only ones of each AWS
+# inventory section (engine/sources/aws/inventory.py) and of discovery, the fresh reads and the
+# mutating ones, by remediation and tag key, of remediations/aws_actions.py.
+# tests/test_iam_permissions.py holds this file to exactly those, and the declarations to the
+# calls a scan and an enforcement really make: change the code and this file together.
+#
+# Read-only: listed one by one, no "*" actions. These APIs have no resource-level permissions,
+# so their resource is "*".
 #
 # Mutating: only when var.enforce is true, only the remediations in var.remediation_actions,
 # only on resources whose env/environment tag is not prod/production (IAM's second guard: the
