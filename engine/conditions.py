@@ -254,12 +254,29 @@ def _compile_value(node: Mapping[str, Any], params: Mapping[str, Any]) -> ValueC
     path = node.get("field")
     if not isinstance(path, str) or not path:
         raise PolicySyntaxError("'field' must be a non-empty string", node)
+    op = _value_operator(node)
+    expected = _expected_value(node, op, params)
+    pattern = _value_pattern(node, op, expected)
+    try:
+        return ValueCondition(path, op, expected, pattern)
+    except PolicySyntaxError as exc:
+        raise PolicySyntaxError(exc.message, node) from None
+
+
+def _value_operator(node: Mapping[str, Any]) -> str:
+    """The canonical operator (aliases resolved); `eq` when none is given."""
     raw_op = node.get("op", "eq")
     op = _OP_ALIASES.get(raw_op, raw_op) if isinstance(raw_op, str) else raw_op
     if op not in OPERATORS:
         raise PolicySyntaxError(
             f"unknown operator {raw_op!r} (one of: {', '.join(OPERATORS)})", node
         )
+    return str(op)
+
+
+def _expected_value(node: Mapping[str, Any], op: str, params: Mapping[str, Any]) -> Any:
+    """The value to compare with (`value`, or the policy parameter `param` names), checked
+    against what the operator needs."""
     if "value" in node and "param" in node:
         raise PolicySyntaxError("give either 'value' or 'param', not both", node)
     if "param" in node:
@@ -274,19 +291,20 @@ def _compile_value(node: Mapping[str, Any], params: Mapping[str, Any]) -> ValueC
         raise PolicySyntaxError(f"operator {op!r} needs a list value", node)
     if op in _COMPARISONS and not isinstance(expected, int | float | str):
         raise PolicySyntaxError(f"operator {op!r} needs a number or string value", node)
-    pattern = None
-    if op in ("regex", "glob"):
-        if not isinstance(expected, str):
-            raise PolicySyntaxError(f"operator {op!r} needs a string pattern", node)
-        source = fnmatch.translate(expected) if op == "glob" else expected
-        try:
-            pattern = re.compile(source)
-        except re.error as exc:
-            raise PolicySyntaxError(f"invalid regex {expected!r}: {exc}", node) from None
+    return expected
+
+
+def _value_pattern(node: Mapping[str, Any], op: str, expected: Any) -> re.Pattern[str] | None:
+    """The compiled pattern of a `regex` or `glob` operator; None for the others."""
+    if op not in ("regex", "glob"):
+        return None
+    if not isinstance(expected, str):
+        raise PolicySyntaxError(f"operator {op!r} needs a string pattern", node)
+    source = fnmatch.translate(expected) if op == "glob" else expected
     try:
-        return ValueCondition(path, op, expected, pattern)
-    except PolicySyntaxError as exc:
-        raise PolicySyntaxError(exc.message, node) from None
+        return re.compile(source)
+    except re.error as exc:
+        raise PolicySyntaxError(f"invalid regex {expected!r}: {exc}", node) from None
 
 
 # --- boolean structure ------------------------------------------------------------------------
