@@ -81,6 +81,13 @@ class Check(Condition):
         self.args = args
         self.params = params
 
+    @classmethod
+    def file_parameters(cls, args: Any) -> Mapping[str, str]:
+        """The policy parameters this check reads as files, each with the kind of file
+        (`{"budgets_file": "budgets"}`). The loading layer reads them before compilation and
+        compiles the check with their parsed content in their place: the core does no I/O."""
+        return {}
+
 
 CHECKS: dict[str, type[Check]] = {}
 
@@ -381,6 +388,14 @@ def compile_condition(node: Any, params: Mapping[str, Any]) -> Condition:
 def _compile_check(
     check: type[Check], value: Any, params: Mapping[str, Any], node: Any
 ) -> Check:
+    args = _check_args(check, value, node)
+    try:
+        return check(args, params)
+    except (ValueError, KeyError) as exc:
+        raise PolicySyntaxError(f"'{check.key}': {exc}", node) from None
+
+
+def _check_args(check: type[Check], value: Any, node: Any) -> CheckArgs:
     if value is None:
         value = {}
     elif not isinstance(value, Mapping):
@@ -388,14 +403,29 @@ def _compile_check(
             raise PolicySyntaxError(f"'{check.key}' takes a mapping of arguments", node)
         value = {check.shorthand: value}
     try:
-        args = check.Args.model_validate(dict(value))
+        return check.Args.model_validate(dict(value))
     except ValueError as exc:
         first = str(exc).splitlines()
         raise PolicySyntaxError(f"'{check.key}': {' '.join(first[1:3]).strip()}", node) from None
+
+
+def file_parameters(node: Any) -> dict[str, str]:
+    """The parameters that the registered checks of a condition (YAML, not compiled yet) read
+    as files, each with its kind. Malformed parts are skipped: compilation reports them."""
+    if isinstance(node, list):
+        return {name: kind for item in node for name, kind in file_parameters(item).items()}
+    if not isinstance(node, Mapping) or len(node) != 1 or "field" in node:
+        return {}
+    key, value = next(iter(node.items()))
+    if key in ("all", "any", "not"):
+        return file_parameters(value)
+    check = CHECKS.get(key)
+    if check is None:
+        return {}
     try:
-        return check(args, params)
-    except (ValueError, KeyError) as exc:
-        raise PolicySyntaxError(f"'{check.key}': {exc}", node) from None
+        return dict(check.file_parameters(_check_args(check, value, node)))
+    except PolicySyntaxError:
+        return {}
 
 
 def walk(condition: Condition) -> list[Condition]:

@@ -114,6 +114,42 @@ class WorkloadSpec(BaseModel):
     namespace_network_policies: int | None = None  # None when NetworkPolicies were not listed
 
 
+class MemberSpend(BaseModel):
+    """One of a team group's largest members and its monthly run-rate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    monthly_usd: float
+
+
+class GroupSpend(BaseModel):
+    """A team group's GPU run-rate (the `team-budget` aggregate): at runtime the projected
+    run-rate of its running resources; in a plan, before and after the change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    monthly_usd: float = 0.0  # projected (runtime) or planned (plan) run-rate
+    net_usd: float = 0.0  # what the change adds less what it removes (runtime: the run-rate)
+    previous_usd: float | None = None  # plan only: the run-rate before the change
+    added_usd: float | None = None  # plan only
+    removed_usd: float | None = None  # plan only
+    unpriced: int = 0  # members whose price is not known
+    top_resources: list[MemberSpend] = Field(default_factory=list)
+
+
+class GroupFacts(BaseModel):
+    """What an aggregator sums up about the synthetic group resource it makes
+    (`team/<name>`, `Namespace/<name>`); None on every other resource."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    door: Door  # the door whose members the group was made of
+    members: list[str] = Field(default_factory=list)  # namespace groups: member workload ids
+    spend: GroupSpend | None = None  # team groups
+
+
 class SourceLocation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -156,6 +192,8 @@ class Resource(BaseModel):
     checkpoint_uri: str | None = None  # where a training job checkpoints (SageMaker S3Uri)
     unknown: frozenset[str] = frozenset()
     location: SourceLocation | None = None
+    # Synthetic groups only; not part of a resource's JSON (Rego input), groups never reach it.
+    group: GroupFacts | None = Field(default=None, exclude=True)
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
     @property

@@ -37,6 +37,7 @@ from engine.conditions import (
 from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity
+from engine.parameter_files import ParameterFiles
 from engine.rego.policy import RegoProgram, RegoSpec, RegoVerdict, compile_rego
 from engine.templates import MessageTemplate, TemplateRejected, compile_message
 from engine.yamlsource import line_at, line_of, load_yaml_documents, read_bounded_text
@@ -264,20 +265,23 @@ def compile_policy(
     *,
     base_dir: Path | None = None,
     rego: RegoProgram | None = None,
+    files: Mapping[str, Any] | None = None,
 ) -> CompiledPolicy:
     """Compile conditions (or the Rego program) and the message template once; every error
-    names file and line. `rego` reuses an already compiled program (overrides)."""
+    names file and line. `rego` reuses an already compiled program (overrides); `files` holds
+    the parsed content of parameters that name files (`engine.parameter_files`)."""
     raw = raw if isinstance(raw, Mapping) else {}
+    params = {**spec.parameters, **files} if files else spec.parameters
     try:
         scope = None if spec.scope is None else compile_condition(
-            raw.get("scope", spec.scope), spec.parameters
+            raw.get("scope", spec.scope), params
         )
         if spec.rego is not None:
             rego = rego or compile_rego(spec.rego, policy_id=spec.id, file=file,
                                         base_dir=base_dir, line=line_of(raw, "rego"))
             violation: Condition = RegoVerdict(rego, spec.parameters)
         else:
-            violation = compile_condition(raw.get("violation", spec.violation), spec.parameters)
+            violation = compile_condition(raw.get("violation", spec.violation), params)
     except PolicySyntaxError as exc:
         raise InputError(f"policy {spec.id}: {exc.message}", file=file,
                          line=exc.line or line_of(raw)) from None
@@ -293,7 +297,8 @@ def compile_policy(
     return CompiledPolicy(spec, scope, violation, message, file, exempt, raw, rego, base_dir)
 
 
-def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str) -> CompiledPolicy:
+def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str,
+                    files: ParameterFiles) -> CompiledPolicy:
     spec = policy.spec
     unknown = set(override.parameters) - set(spec.parameters)
     if unknown:
@@ -308,13 +313,22 @@ def _apply_override(policy: CompiledPolicy, override: PolicyOverride, file: str)
     if override.enforcement is not None:
         changes = override.enforcement.model_dump(exclude_none=True)
         update["enforcement"] = spec.enforcement.model_copy(update=changes)
-    return compile_policy(spec.model_copy(update=update), policy.file, policy.raw,
-                          base_dir=policy.base_dir, rego=policy.rego)
+    spec = spec.model_copy(update=update)
+    return compile_policy(spec, policy.file, policy.raw, base_dir=policy.base_dir,
+                          rego=policy.rego, files=_files_of(spec, policy.raw, files))
+
+
+def _files_of(spec: PolicySpec, raw: Any, files: ParameterFiles) -> dict[str, Any]:
+    """The files the policy's checks read (a budgets file), read here, not while compiling."""
+    raw = raw if isinstance(raw, Mapping) else {}
+    conditions = [raw.get(key, getattr(spec, key)) for key in ("scope", "violation")]
+    return files.values(conditions, spec.parameters)
 
 
 def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
     """Load, validate and compile policy files in order; later overrides apply to earlier ids."""
     compiled: dict[str, CompiledPolicy] = {}
+    files = ParameterFiles()
     for path in paths:
         for file in _policy_files(path):
             shown = str(file) if path != BUILTIN else f"builtin:{file.name}"
@@ -324,14 +338,16 @@ def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
                 if spec.id in compiled and compiled[spec.id].file == shown:
                     raise InputError(f"duplicate policy id {spec.id!r}", file=shown,
                                      line=line_of(raw))
-                compiled[spec.id] = compile_policy(spec, shown, raw, base_dir=file.parent)
+                compiled[spec.id] = compile_policy(spec, shown, raw, base_dir=file.parent,
+                                                   files=_files_of(spec, raw, files))
             for policy_id, override in parsed.overrides.items():
                 if policy_id not in compiled:
                     raise InputError(f"override of unknown policy {policy_id!r}", file=shown)
                 if override.disabled:
                     del compiled[policy_id]
                 else:
-                    compiled[policy_id] = _apply_override(compiled[policy_id], override, shown)
+                    compiled[policy_id] = _apply_override(compiled[policy_id], override, shown,
+                                                          files)
     return list(compiled.values())
 
 

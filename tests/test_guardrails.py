@@ -26,7 +26,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.budget import load_budgets, run_rate, team_of
+from engine.budget import inline_budgets, run_rate, team_of
+from engine.budget_files import read_budgets_file
 from engine.catalog import HOURS_PER_MONTH, builtin_catalog
 from engine.cli import main
 from engine.errors import InputError
@@ -603,6 +604,7 @@ def test_runtime_budget_projects_spot_and_off_hours_run_rates(tmp_path: Path) ->
     found = findings_of(report, BUDGET)
     research = found["team/research"]
     assert research.result == "fail" and research.enforcement == "audit"
+    assert "is on course for" in research.message  # the runtime wording
     assert research.details["monthly_usd"] == pytest.approx(expected, abs=0.05)
     assert research.estimated_monthly_usd == pytest.approx(expected - 10_000, abs=0.05)
     assert [t["id"] for t in research.details["top_resources"]] == [
@@ -657,6 +659,8 @@ def test_plan_cost_diff_per_team(tmp_path: Path, capsys: pytest.CaptureFixture[s
     found = plan_findings(out, BUDGET)
     assert code == 1 and found["team/research"]["result"] == "fail"
     assert found["team/research"]["enforcement"] == "deny"
+    assert "would run" in found["team/research"]["message"]  # the plan wording
+    assert found["team/research"]["details"]["net_usd"] == teams["research"]["net_monthly_usd"]
     assert found["team/vision"]["result"] == "pass"  # under 20,000
     assert found["team/nlp"]["result"] == "pass"  # over nothing: the change lowers its spend
 
@@ -699,13 +703,80 @@ def test_budgets_file_errors_name_the_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "budgets.yaml"
     bad.write_text("research: 1000\nvision: lots\n")
     with pytest.raises(InputError) as raised:
-        load_budgets(None, str(bad))
+        read_budgets_file(str(bad))
     assert str(raised.value).startswith(f"{bad}:2: budget of team 'vision'")
     with pytest.raises(InputError, match="cannot read budgets file"):
-        load_budgets(None, str(tmp_path / "absent.yaml"))
-    assert load_budgets({"Research": 5}, str(FIXTURES / "budgets.yaml"))["research"] == 5.0
-    with pytest.raises(InputError):  # at policy load, naming the budgets file
+        read_budgets_file(str(tmp_path / "absent.yaml"))
+    from_file = read_budgets_file(str(FIXTURES / "budgets.yaml"))
+    merged = inline_budgets({"Research": 5}).over(from_file)
+    assert merged.of("research") == 5.0 and merged.of(" Vision ") == 20_000.0
+    with pytest.raises(InputError) as raised:  # at policy load, naming the budgets file
         load_policies(["builtin", overrides(tmp_path, BUDGET, budgets_file=str(bad))])
+    assert str(raised.value).startswith(f"{bad}:2: budget of team 'vision'")
+
+
+def test_budgets_file_is_read_by_the_loader_once_never_while_compiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine import parameter_files
+    from engine.policy import compile_policy
+
+    reads: list[str] = []
+
+    def counted(path: str) -> Any:
+        reads.append(path)
+        return read_budgets_file(path)
+
+    monkeypatch.setitem(parameter_files.READERS, "budgets", counted)
+    budgets = str(FIXTURES / "budgets.yaml")
+    again = tmp_path / "again.yaml"  # a second override recompiles the policy, same file
+    again.write_text(yaml.safe_dump({"overrides": {BUDGET: {"parameters": {"team_tag": "team"}}}}))
+    [policy] = [p for p in load_policies(["builtin", overrides(tmp_path, BUDGET,
+                                                               budgets_file=budgets), str(again)])
+                if p.id == BUDGET]
+    assert reads == [budgets]
+    assert policy.spec.parameters["budgets_file"] == budgets  # what `policies show` prints
+    # Compiling without the loading layer does no I/O: the path is refused, not read.
+    with pytest.raises(InputError, match="was not read"):
+        compile_policy(policy.spec, "x.yaml", policy.raw)
+    assert reads == [budgets]
+
+
+def test_a_custom_budget_check_names_its_own_file_parameter(tmp_path: Path) -> None:
+    policy_file = tmp_path / "mine.yaml"
+    policy_file.write_text(yaml.safe_dump({"apiVersion": "gpuwarden.io/v1", "policies": [{
+        "id": "my-team-budget", "title": "t", "severity": "low", "resources": ["instance"],
+        "aggregate": "team-budget",
+        "parameters": {"limits": str(FIXTURES / "budgets.yaml"), "none": {}},
+        "scope": {"has-gpu": True},
+        "violation": {"over-budget": {"file_param": "limits", "budgets_param": "none"}},
+        "message": "{{ r.name }} {{ r.group.spend.monthly_usd }}"}]}))
+    engine = Engine(load_policies([str(policy_file)]))
+    report = engine.evaluate(team_estate(), BUSINESS_HOURS, show_passed=True)
+    found = findings_of(report, "my-team-budget")
+    assert found["team/research"].result == "fail"  # over its 15,000 from the file
+    assert found["team/vision"].result == "pass"  # under its 20,000 from the file
+    monthly = found["team/research"].details["monthly_usd"]
+    assert found["team/research"].message == f"research {monthly}"
+
+
+def test_group_facts_are_typed_fields_conditions_can_read(tmp_path: Path) -> None:
+    policy_file = tmp_path / "groups.yaml"
+    policy_file.write_text(yaml.safe_dump({"apiVersion": "gpuwarden.io/v1", "policies": [{
+        "id": "big-teams", "title": "t", "severity": "low", "resources": ["instance"],
+        "aggregate": "team-budget",
+        "parameters": {"budgets": {"research": 1, "vision": 1}, "budgets_file": None},
+        "scope": {"all": [{"has-gpu": True}, {"field": "state", "op": "eq", "value": "running"}]},
+        "violation": {"all": [{"over-budget": {}},  # teams with a budget form groups
+                              {"field": "group.spend.monthly_usd", "op": "gt", "value": 15_000}]},
+        "message": "{{ r.group.spend.top_resources | map(attribute='id') | join(',') }}"}]}))
+    engine = Engine(load_policies([str(policy_file)]))
+    found = findings_of(engine.evaluate(team_estate(), BUSINESS_HOURS, show_passed=True),
+                        "big-teams")
+    assert found["team/research"].result == "fail"
+    assert found["team/research"].message == "i-trainer,i-spot,i-dev"
+    assert found["team/vision"].result == "pass"  # one g5.48xlarge: about 11,900 a month
+    assert all(r.group is None for r in team_estate())  # only groups carry group facts
 
 
 def test_bad_inline_budget_is_a_policy_error(tmp_path: Path,
