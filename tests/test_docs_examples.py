@@ -309,7 +309,7 @@ def test_snapshots_md_lists_every_section_the_loader_reads() -> None:
     from engine.sources import snapshot
 
     keys = table_names(section("snapshots.md", "## Format").split("\n### ")[0])
-    assert keys == {*snapshot._HEADER_KEYS, *snapshot.SECTIONS, *snapshot.LAZY_SECTIONS}
+    assert keys == {*snapshot._HEADER_KEYS, *snapshot.SECTIONS}
 
 
 def test_every_documented_field_path_loads() -> None:

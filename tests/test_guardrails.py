@@ -37,7 +37,7 @@ from engine.outputs import RenderContext
 from engine.outputs.markdown import render as render_markdown
 from engine.policy import load_policies
 from engine.sources.kubernetes import load_manifests, workload_resource
-from engine.sources.kubernetes_live import ClusterState, cluster_resources, kubernetes_snapshot
+from engine.sources.kubernetes.cluster import ClusterState, cluster_resources, kubernetes_snapshot
 from engine.sources.snapshot import SnapshotContext, snapshot_resources
 from engine.sources.terraform import plan_cost_changes, plan_resources
 from engine.webhook.app import create_app
@@ -971,7 +971,7 @@ def live_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
 def test_live_listing_reads_network_policies_and_training_jobs(
     live_api: tuple[Any, str], engine: Engine,
 ) -> None:
-    from engine.sources.kubernetes_live import list_cluster
+    from engine.sources.kubernetes.live import list_cluster
     from tests.test_kubernetes_live import api_client
 
     api, url = live_api
@@ -993,7 +993,7 @@ def test_live_listing_reads_network_policies_and_training_jobs(
 def test_network_policies_forbidden_leave_the_count_unknown(
     live_api: tuple[Any, str], engine: Engine,
 ) -> None:
-    from engine.sources.kubernetes_live import list_cluster
+    from engine.sources.kubernetes.live import list_cluster
     from tests.test_kubernetes_live import api_client
 
     api, url = live_api

@@ -256,7 +256,7 @@ def unowned_resource(readings: Sequence[GpuSeries], hosts: HostResolver, catalog
 def _node_capacity(node: Mapping[str, Any] | None) -> Capacity:
     if node is None:
         return Capacity.UNKNOWN
-    from engine.sources.kubernetes_live import node_info
+    from engine.sources.kubernetes import node_info
 
     return node_info(node).capacity
 

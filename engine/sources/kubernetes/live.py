@@ -4,29 +4,28 @@ Lists namespaces, nodes, NetworkPolicies and the GPU-carrying workload kinds (pl
 training-operator jobs PyTorchJob, MPIJob and RayJob where their CRDs are installed) in chunks
 (`limit`/`continue`), turns every object into the plain dict the API serves (camelCase keys, kind
 and apiVersion filled in, as list items lack them), then normalizes workloads with the same
-adapter the webhook and snapshots use. NetworkPolicies the credentials may not list leave their
-count unknown rather than failing the scan. The client library is imported inside functions only.
+adapter the webhook and snapshots use (`cluster`). NetworkPolicies the credentials may not list
+leave their count unknown rather than failing the scan. The client library is imported inside
+functions only.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from engine.catalog import Catalog
 from engine.errors import InputError
-from engine.model import Capacity, Resource, State
-from engine.sources.kubernetes import (
-    GPU_PRODUCT_LABEL,
-    TRAINING_JOB_KINDS,
-    namespace_resource,
-    workload_capacity,
-    workload_resource,
+from engine.sources.collected import Collected, ScanOptions
+from engine.sources.kubernetes.cluster import (
+    NETWORK_POLICY,
+    ClusterState,
+    cluster_resources,
+    kubernetes_snapshot,
 )
-from engine.sources.registry import Collected, ScanOptions
+from engine.sources.kubernetes.training_jobs import TRAINING_JOB_KINDS
 
 DEFAULT_CHUNK = 500
 
@@ -39,6 +38,7 @@ _WORKLOAD_LISTS: tuple[tuple[str, str, str, str], ...] = (
     ("CronJob", "batch/v1", "BatchV1Api", "list_cron_job_for_all_namespaces"),
     ("Pod", "v1", "CoreV1Api", "list_pod_for_all_namespaces"),
 )
+
 # Training-operator jobs, listed through CustomObjectsApi when their CRD is installed:
 # (kind, group, versions tried in order, plural). The MPI operator serves mpijobs as v2beta1,
 # the Kubeflow training operator as v1.
@@ -47,58 +47,6 @@ _CUSTOM_WORKLOADS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("MPIJob", "kubeflow.org", ("v2beta1", "v1"), "mpijobs"),
     ("RayJob", "ray.io", ("v1",), "rayjobs"),
 )
-NETWORK_POLICY = "NetworkPolicy"
-NETWORK_POLICY_LIST = "NetworkPolicyList"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """What the audit needs from a Node: its GPU model label and capacity type."""
-
-    name: str
-    gpu_product: str | None
-    capacity: Capacity
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class ClusterState:
-    """A cluster as listed: plain-dict objects, ready to normalize or to save in a snapshot."""
-
-    cluster: str | None = None
-    namespaces: list[dict[str, Any]] = field(default_factory=list)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    workloads: list[dict[str, Any]] = field(default_factory=list)
-    # None: NetworkPolicies were not listed (not permitted, or an older snapshot)
-    network_policies: list[dict[str, Any]] | None = None
-
-    def node_info(self) -> dict[str, NodeInfo]:
-        return {info.name: info for info in map(node_info, self.nodes) if info.name}
-
-    def network_policy_counts(self) -> dict[str, int] | None:
-        """NetworkPolicies per namespace; None when they were not listed.
-
-        A snapshot passes every object that is not a Namespace or Node as a workload, so
-        NetworkPolicies (and a `NetworkPolicyList`, which says they were listed even when it is
-        empty) are also looked for there.
-        """
-        listed = self.network_policies
-        extra = [o for o in self.workloads if o.get("kind") in (NETWORK_POLICY,
-                                                                   NETWORK_POLICY_LIST)]
-        if listed is None and not extra:
-            return None
-        counts: dict[str, int] = {}
-        for obj in [*(listed or []), *extra]:
-            items = obj.get("items") if obj.get("kind") == NETWORK_POLICY_LIST else [obj]
-            for item in items if isinstance(items, list) else []:
-                namespace = (item.get("metadata") or {}).get("namespace") if isinstance(
-                    item, Mapping) else None
-                if isinstance(namespace, str) and namespace:
-                    counts[namespace] = counts.get(namespace, 0) + 1
-        return counts
-
-
-# ---------------------------------------------------------------------------- connecting
 
 
 def connect(*, kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -141,9 +89,6 @@ def current_cluster_name(*, kubeconfig: str | None = None,
         return None
     name = (chosen.get("context") or {}).get("cluster") or chosen.get("name")
     return str(name) if name else None
-
-
-# ---------------------------------------------------------------------------- listing
 
 
 def list_cluster(
@@ -277,65 +222,6 @@ def _controller_owned(obj: dict[str, Any]) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-# ---------------------------------------------------------------------------- normalizing
-
-
-def node_info(node: Mapping[str, Any]) -> NodeInfo:
-    metadata = node.get("metadata") or {}
-    labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
-    # A node's labels read as a nodeSelector say whether pods on it run on spot capacity.
-    capacity = workload_capacity({"nodeSelector": labels})
-    return NodeInfo(name=str(metadata.get("name") or ""), gpu_product=labels.get(GPU_PRODUCT_LABEL),
-                    capacity=capacity, labels=labels)
-
-
-def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> list[Resource]:
-    """The workload resources of a listed cluster, with namespace labels and node capacity."""
-    namespaces = dict(namespace_resource(ns) for ns in state.namespaces)
-    nodes = state.node_info()
-    policies = state.network_policy_counts()
-    found: list[Resource] = []
-    for obj in state.workloads:
-        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
-        node = nodes.get(str((obj.get("spec") or {}).get("nodeName") or "")) \
-            if obj.get("kind") == "Pod" else None
-        resource = workload_resource(
-            obj, namespaces.get(namespace, {}), catalog=catalog, state=_workload_state(obj),
-            cluster=state.cluster, node_capacity=node.capacity if node else None,
-            node_labels=node.labels if node else None,
-            namespace_network_policies=None if policies is None else policies.get(namespace, 0),
-        )
-        if resource is not None:
-            found.append(resource)
-    return found
-
-
-def _workload_state(obj: dict[str, Any]) -> State:
-    """STOPPED for a controller scaled to zero or a suspended CronJob, else RUNNING."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") in ("Deployment", "StatefulSet") and spec.get("replicas") == 0:
-        return State.STOPPED
-    if obj.get("kind") == "CronJob" and spec.get("suspend") is True:
-        return State.STOPPED
-    if obj.get("kind") in TRAINING_JOB_KINDS and True in (
-            spec.get("suspend"), (spec.get("runPolicy") or {}).get("suspend")):
-        return State.STOPPED  # queued by Kueue, or suspended by hand
-    return State.RUNNING
-
-
-def kubernetes_snapshot(state: ClusterState) -> dict[str, Any]:
-    """The `kubernetes:` section of a snapshot bundle holding this cluster's objects."""
-    objects = [*state.namespaces, *state.nodes, *state.workloads]
-    if state.network_policies is not None:
-        # As a list object, so that "listed, and there were none" survives the round trip.
-        objects.append({"apiVersion": "networking.k8s.io/v1", "kind": NETWORK_POLICY_LIST,
-                        "items": state.network_policies})
-    section: dict[str, Any] = {"objects": objects}
-    if state.cluster:
-        section = {"cluster": state.cluster, **section}
-    return section
 
 
 def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collected:
