@@ -29,12 +29,8 @@ from engine.cli import main
 from engine.errors import InputError
 from engine.model import Capacity, State
 from engine.pipeline import build_engine
-from engine.sources.kubernetes_live import (
-    ClusterState,
-    cluster_resources,
-    kubernetes_snapshot,
-    list_cluster,
-)
+from engine.sources.kubernetes import ClusterState, cluster_resources, kubernetes_snapshot
+from engine.sources.kubernetes.live import list_cluster
 from engine.sources.snapshot import SnapshotContext, snapshot_resources
 from remediations.kubernetes_actions import (
     PREVIOUS_REPLICAS,
