@@ -6,14 +6,21 @@ Exit codes: 0 no gating finding, 1 gating findings, 2 bad input or usage (one li
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from engine import console
 from engine.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
 from engine.model import Report, Resource, Severity
+from engine.outputs.registry import FORMATS
+
+if TYPE_CHECKING:
+    from engine.pipeline import ScanRequest
+    from remediations.runner import Deadline
 
 app = typer.Typer(
     name="gpuwarden",
@@ -27,8 +34,6 @@ app.add_typer(policies_app, name="policies")
 telemetry_app = typer.Typer(help="GPU telemetry: this node through NVML, or the readings a scan "
                             "joins to resources.", no_args_is_help=True)
 app.add_typer(telemetry_app, name="telemetry")
-
-FORMATS = ("table", "json", "sarif", "junit", "markdown", "html", "policyreport")
 
 PoliciesOpt = Annotated[
     list[str] | None,
@@ -239,6 +244,9 @@ def scan(
     audit_log: Annotated[Path, typer.Option(
         "--audit-log", help="Enforce: JSONL audit log (appended).")
     ] = Path("gpuwarden-audit.jsonl"),
+    deadline: Annotated[float | None, typer.Option(
+        "--deadline", min=0, metavar="SECONDS", help="Enforce: start no action later than "
+        "SECONDS after the scan began; the rest are skipped as 'deadline reached'.")] = None,
     save_snapshot: Annotated[Path | None, typer.Option(
         "--save-snapshot", help="Save what the sources read, to replay with snapshot:FILE.")
     ] = None,
@@ -265,17 +273,10 @@ def scan(
     """Scan live or exported state (or the demo estate) against the policies."""
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
-    from engine.pipeline import build_engine, collect_scan, parse_instant
-    from engine.sources.registry import ScanOptions, write_snapshot
+    from engine.pipeline import ScanRequest, parse_instant, run_scan
+    from engine.sources.registry import ScanOptions
 
-    sources = list(source or [])
-    if demo:
-        from engine.demo import demo_policy_paths, demo_snapshot_path
-
-        sources.append(f"snapshot:{demo_snapshot_path()}")
-        policies = policies or demo_policy_paths()
-    if not sources:
-        _fail("nothing to scan: give --demo or --source aws|gcp|azure|k8s|snapshot:FILE")
+    sources, policies = _scan_sources(demo, source, policies)
     if enforce and all(spec.startswith("snapshot") for spec in sources):
         _fail("--enforce acts on live state: give a live --source (aws, gcp, azure, k8s); "
               "snapshots and the demo are always dry-run")
@@ -290,19 +291,56 @@ def scan(
     if enforce and now is not None:
         console.warn(f"enforcing with a replayed clock --now {instant.isoformat()}; actions run "
                      "against real resources")
-    engine = build_engine(policies, prices)
-    collected = collect_scan(sources, options, engine.catalog, instant, show_progress=not quiet)
-    for warning in collected.warnings:
-        console.warn(warning)
-    if save_snapshot is not None:
-        write_snapshot(collected, save_snapshot, instant.isoformat())
-    report = engine.evaluate(collected.resources, instant, show_passed=show_passed,
-                             mode="enforce" if enforce else "dry-run")
-    if enforce:
-        from remediations.enforce import enforce_report
+    request = ScanRequest(
+        sources=tuple(sources), options=options, now=instant, policies=tuple(policies or ()),
+        prices=prices, mode="enforce" if enforce else "dry-run", show_passed=show_passed,
+        max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
+        save_snapshot=save_snapshot)
+    result = run_scan(request, _ScanProgress(show=not quiet))
+    _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
 
-        report = enforce_report(report, collected, max_actions=max_actions, audit_log=audit_log)
-    _finish(report, engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
+
+def _scan_sources(demo: bool, source: list[str] | None, policies: list[str] | None
+                  ) -> tuple[list[str], list[str] | None]:
+    """The sources to read (the demo estate's snapshot with --demo) and the policies (the demo
+    pack with --demo, unless --policies)."""
+    sources = list(source or [])
+    if demo:
+        from engine.demo import demo_policy_paths, demo_snapshot_path
+
+        sources.append(f"snapshot:{demo_snapshot_path()}")
+        policies = policies or demo_policy_paths()
+    if not sources:
+        _fail("nothing to scan: give --demo or --source aws|gcp|azure|k8s|snapshot:FILE")
+    return sources, policies
+
+
+def _run_deadline(seconds: float | None) -> Deadline | None:
+    if seconds is None:
+        return None
+    from remediations.runner import Deadline
+
+    return Deadline.after(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class _ScanProgress:
+    """The scan's hooks in a terminal: a delayed spinner while live sources are read, then
+    their warnings on stderr."""
+
+    show: bool
+
+    def stage(self, name: str, fields: dict[str, Any]) -> AbstractContextManager[dict[str, Any]]:
+        return nullcontext(fields)
+
+    def reading(self, request: ScanRequest) -> AbstractContextManager[object]:
+        live = [spec.partition(":")[0] for spec in request.sources
+                if not spec.startswith("snapshot")]
+        live += ["GPU telemetry"] if request.options.wants_telemetry else []
+        return console.progress(f"reading {', '.join(live)}…", enabled=self.show and bool(live))
+
+    def warning(self, message: str) -> None:
+        console.warn(message)
 
 
 @app.command("offhours")

@@ -1,25 +1,35 @@
-"""Wiring shared by the entry points: policies + catalog → engine, report → output, exit code."""
+"""The scan pipeline both `gpuwarden scan` and the Lambda run, and the wiring every entry point
+shares: policies + catalog → engine, report → output, exit code.
+
+A scan is one `ScanRequest` through `run_scan`: load the policies → collect the sources → join
+GPU telemetry → evaluate (planning remediations) → enforce, in enforce mode. The entry point
+renders or stores the result; `ScanHooks` lets it watch the stages (the CLI shows a spinner and
+prints warnings, the Lambda logs one JSON line per stage) without owning any of them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine import __version__
 from engine.catalog import Catalog, builtin_catalog, with_price_overrides
 from engine.errors import InputError, printable
 from engine.evaluate import Engine
-from engine.model import Report, Severity
+from engine.model import Door, Report, Severity
 from engine.outputs import PolicyMeta, RenderContext
 from engine.policy import BUILTIN, CompiledPolicy, load_policies
 
 if TYPE_CHECKING:
     from engine.sources.registry import Collected, ScanOptions
+    from remediations.runner import Deadline
 
 UnknownMode = Literal["warn", "fail", "pass"]
+Mode = Literal["dry-run", "enforce"]
 DOCS_URL = "https://github.com/gpuwarden/gpuwarden/blob/main/docs/policies.md"
 
 
@@ -77,22 +87,143 @@ def render_report(
     return render(fmt, render_context(report, engine, source_file, width))
 
 
-def collect_scan(specs: Sequence[str], options: ScanOptions, catalog: Catalog, instant: datetime,
-                 *, show_progress: bool = False) -> Collected:
-    """Read the sources and join GPU telemetry; with `show_progress`, a live read that takes
-    a while shows a spinner on a terminal's stderr."""
-    from engine.console import progress
+@dataclass(frozen=True, slots=True)
+class ScanRequest:
+    """One scan, whoever asks for it.
+
+    `options` holds what the sources and the telemetry read: regions, accounts (`role_arns`),
+    projects, subscriptions, the cluster, and the telemetry settings (Prometheus, DCGM exporter,
+    window). `deadline`: no remediation starts after it (`deadline reached`); `audit_log`: where
+    enforce appends its records (required in enforce mode).
+    """
+
+    sources: tuple[str, ...]
+    options: ScanOptions
+    now: datetime
+    policies: tuple[str, ...] = ()  # empty: the built-in pack
+    prices: Path | None = None
+    mode: Mode = "dry-run"
+    door: Door | None = None  # None: each resource's own door (live state: runtime)
+    show_passed: bool = False
+    max_actions: int = 10
+    deadline: Deadline | None = None
+    audit_log: Path | None = None
+    save_snapshot: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    engine: Engine
+    collected: Collected
+    report: Report
+
+
+class ScanHooks(Protocol):
+    """What an entry point does around the stages.
+
+    `stage` wraps each stage (`policies`, `scan`, `telemetry`, `evaluate`, `enforce`) and sees
+    the counts the stage puts in `fields`; `reading` wraps the reading of the sources and the
+    telemetry together; `warning` gets each partial failure of the reading, once it ended.
+    """
+
+    def stage(self, name: str, fields: dict[str, Any]
+              ) -> AbstractContextManager[dict[str, Any]]: ...
+
+    def reading(self, request: ScanRequest) -> AbstractContextManager[object]: ...
+
+    def warning(self, message: str) -> None: ...
+
+
+class QuietHooks:
+    """Hooks that watch nothing."""
+
+    def stage(self, name: str, fields: dict[str, Any]) -> AbstractContextManager[dict[str, Any]]:
+        return nullcontext(fields)
+
+    def reading(self, request: ScanRequest) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def warning(self, message: str) -> None:
+        return None
+
+
+def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult:
+    """Policies → sources → telemetry → evaluate → enforce (in enforce mode)."""
+    hooks = hooks or QuietHooks()
+    with hooks.stage("policies", {}) as fields:
+        engine = build_engine(request.policies, request.prices)
+        fields["policies"] = len(engine.policies)
+    collected = _collect(request, engine.catalog, hooks)
+    if request.save_snapshot is not None:
+        from engine.sources.registry import write_snapshot
+
+        write_snapshot(collected, request.save_snapshot, request.now.isoformat())
+    report = _evaluate(request, engine, collected, hooks)
+    if request.mode == "enforce":
+        report = _enforce(request, report, collected, hooks)
+    return ScanResult(engine, collected, report)
+
+
+def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collected:
     from engine.sources.registry import collect_sources
 
-    live = [spec.partition(":")[0] for spec in specs if not spec.startswith("snapshot")]
-    live += ["GPU telemetry"] if options.wants_telemetry else []
-    with progress(f"reading {', '.join(live)}…", enabled=show_progress and bool(live)):
-        collected = collect_sources(list(specs), options, catalog)
-        if options.wants_telemetry or "telemetry" in collected.snapshot:
-            from engine.telemetry import attach_telemetry
-
-            collected = attach_telemetry(collected, options, instant, catalog)
+    with hooks.reading(request):
+        with hooks.stage("scan", {"source": ",".join(request.sources)}) as fields:
+            collected = collect_sources(list(request.sources), request.options, catalog)
+            fields.update(resources=len(collected.resources), warnings=len(collected.warnings))
+        if request.options.wants_telemetry or "telemetry" in collected.snapshot:
+            collected = _join_telemetry(request, collected, catalog, hooks)
+    for warning in collected.warnings:
+        hooks.warning(warning)
     return collected
+
+
+def _join_telemetry(request: ScanRequest, collected: Collected, catalog: Catalog,
+                    hooks: ScanHooks) -> Collected:
+    from engine.telemetry import attach_telemetry
+
+    before = len(collected.warnings)
+    with hooks.stage("telemetry", {}) as fields:
+        collected = attach_telemetry(collected, request.options, request.now, catalog)
+        fields.update(
+            resources=len(collected.resources),
+            with_telemetry=sum(1 for r in collected.resources if r.telemetry is not None),
+            warnings=len(collected.warnings) - before)
+    return collected
+
+
+def _evaluate(request: ScanRequest, engine: Engine, collected: Collected,
+              hooks: ScanHooks) -> Report:
+    with hooks.stage("evaluate", {}) as fields:
+        report = engine.evaluate(collected.resources, request.now, door=request.door,
+                                 show_passed=request.show_passed, mode=request.mode)
+        summary = report.summary
+        fields.update(findings=summary.findings, failed=summary.failed, unknown=summary.unknown,
+                      passed=summary.passed, exempted=summary.exempted,
+                      remediations=remediation_counts(report))
+    return report
+
+
+def _enforce(request: ScanRequest, report: Report, collected: Collected,
+             hooks: ScanHooks) -> Report:
+    from remediations.enforce import enforce_report
+
+    if request.audit_log is None:
+        raise InputError("enforce mode needs an audit log")
+    with hooks.stage("enforce", {"max_actions": request.max_actions}) as fields:
+        report = enforce_report(report, collected, max_actions=request.max_actions,
+                                audit_log=request.audit_log, deadline=request.deadline)
+        fields["remediations"] = remediation_counts(report)
+    return report
+
+
+def remediation_counts(report: Report) -> dict[str, int]:
+    """How many findings' remediations are planned, applied, skipped, failed."""
+    counts = {"planned": 0, "applied": 0, "skipped": 0, "failed": 0}
+    for finding in report.findings:
+        if finding.remediation is not None:
+            counts[finding.remediation.status] += 1
+    return counts
 
 
 def apply_unknown_mode(report: Report, mode: UnknownMode) -> Report:

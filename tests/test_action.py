@@ -181,8 +181,11 @@ def test_bad_input_fails_without_a_stale_report_or_a_summary(workspace: Path) ->
 
 
 def test_every_format_gets_its_report_file(workspace: Path) -> None:
+    from engine.outputs.registry import FORMATS
+
     extensions = {"sarif": "sarif", "json": "json", "junit": "xml", "markdown": "md",
                   "html": "html", "table": "txt", "policyreport": "yaml"}
+    assert set(extensions) == set(FORMATS)  # a new output format needs its file extension here
     formats = ACTION["inputs"]["format"]["description"]
     for fmt, extension in extensions.items():
         assert fmt in formats

@@ -12,7 +12,8 @@ import pytest
 
 from engine.cli import main
 from engine.demo import demo_policy_paths, demo_snapshot_path
-from tests.conftest import REFERENCE
+from tests import test_kubernetes_live as kubernetes_live
+from tests.conftest import OFF_HOURS, REFERENCE
 
 GPU_PLAN: dict[str, Any] = {
     "format_version": "1.2",
@@ -278,3 +279,81 @@ def test_usage_errors_are_one_line(plan_file: Path, capsys: pytest.CaptureFixtur
     assert code == 2
     assert err.strip() == ("gpuwarden: error: No such option: --no-such-option "
                            "(see 'gpuwarden check-plan --help')")
+
+
+# ---------------------------------------------------------------------------- output formats
+
+
+@pytest.mark.parametrize("command", ["check-plan", "scan"])
+def test_the_format_option_offers_exactly_the_registered_formats(
+    command: str, plan_file: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine.outputs.registry import FORMATS
+
+    target = [str(plan_file)] if command == "check-plan" else ["--demo"]
+    for fmt in FORMATS:
+        code, out, err = run_cli([command, *target, "-f", fmt, "--now",
+                                  "2026-12-01T12:00:00Z"], capsys, monkeypatch)
+        assert code == 1 and out and err == "", fmt
+    code, _, err = run_cli([command, *target, "-f", "yaml"], capsys, monkeypatch)
+    assert code == 2 and err.strip() == ("gpuwarden: error: --format: 'yaml' is not one of "
+                                         + ", ".join(FORMATS))
+
+
+# ---------------------------------------------------------------------------- --deadline
+
+# The live-cluster tests' fixtures: a fake Kubernetes API on loopback, its kubeconfig.
+fake_api = kubernetes_live.fake_api
+kubeconfig = kubernetes_live.kubeconfig
+
+
+def deadline_scan(config_file: Path, audit: Path, *extra: str) -> list[str]:
+    return ["scan", "--source", "k8s", "--kubeconfig", str(config_file), "-f", "json",
+            "--now", OFF_HOURS.isoformat(), "--enforce", "--audit-log", str(audit), *extra]
+
+
+def test_no_action_starts_past_the_deadline(
+    fake_api: Any, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from remediations.runner import DEADLINE_REACHED
+
+    api, _ = fake_api
+    audit = tmp_path / "audit.jsonl"
+    code, out, _ = run_cli(deadline_scan(kubeconfig, audit, "--deadline", "0"), capsys,
+                           monkeypatch)
+
+    assert code == 1 and not api.mutations()
+    report = json.loads(out)
+    late = {f["resource"]["id"]: f["remediation"] for f in report["findings"]
+            if f["policy"] == "gpu-off-hours-shutdown" and f["resource"]["kind"] != "Pod"}
+    assert set(late) == {"Deployment/ml/trainer-a", "StatefulSet/ml/notebook",
+                         "CronJob/ml/nightly"}
+    assert all(r["status"] == "skipped" and r["detail"] == DEADLINE_REACHED
+               for r in late.values())
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["phase"], r["reason"]) for r in records] == [("check", DEADLINE_REACHED)] * 3
+
+
+def test_a_deadline_far_enough_lets_the_actions_run(
+    fake_api: Any, kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api, _ = fake_api
+    code, out, _ = run_cli(deadline_scan(kubeconfig, tmp_path / "a.jsonl", "--deadline", "600"),
+                           capsys, monkeypatch)
+
+    assert code == 1 and len(api.mutations()) == 3
+    statuses = {f["remediation"]["status"] for f in json.loads(out)["findings"]
+                if f["policy"] == "gpu-off-hours-shutdown" and f["resource"]["kind"] != "Pod"}
+    assert statuses == {"applied"}
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan"])
+def test_a_bad_deadline_is_a_usage_error(value: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run_cli(["scan", "--source", "k8s", "--enforce", "--deadline", value],
+                             capsys, monkeypatch)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "--deadline" in err

@@ -18,18 +18,22 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from engine import lambda_handler
+from engine import lambda_config, lambda_handler
 from engine.errors import InputError
 from engine.lambda_handler import handler, parse_run_config, report_key, run_id_for
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 from tests.test_startup_imports import heavy, imported_modules
 
+if TYPE_CHECKING:
+    from tests.prometheus_fixture import PrometheusServer
+
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
+pytest_plugins = ["tests.prometheus_fixture"]
 
 REPO = Path(__file__).resolve().parents[1]
 REGION = "us-east-1"
@@ -281,6 +285,116 @@ def test_unwritable_bucket_is_logged_as_an_error_and_the_run_completes(
     assert [e["phase"] for e in errors] == ["store"] and "NoSuchBucket" in errors[0]["error"]
 
 
+# ------------------------------------------------------------------------------ telemetry
+
+# The Prometheus fixture's `ec2-host` scenario: a GPU at 3% activity on this host.
+TELEMETRY_HOST = "ip-10-1-2-3.ec2.internal"
+
+
+def _instance_at(estate: Estate, private_ip: str) -> str:
+    ec2 = estate.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.2.0/24",
+                               AvailabilityZone=f"{REGION}a")["Subnet"]["SubnetId"]
+    (instance,) = ec2.run_instances(
+        ImageId=AMI, MinCount=1, MaxCount=1, InstanceType="g5.xlarge", SubnetId=subnet,
+        PrivateIpAddress=private_ip,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": k, "Value": v} for k, v in {"env": "dev", **FULL_TAGS}.items()]}],
+    )["Instances"]
+    assert instance["PrivateDnsName"] == TELEMETRY_HOST
+    return str(instance["InstanceId"])
+
+
+def _report(estate: Estate, summary: dict[str, Any]) -> dict[str, Any]:
+    key = summary["report"].removeprefix(f"s3://{BUCKET}/")
+    report: dict[str, Any] = json.loads(estate.objects()[key])
+    return report
+
+
+def test_prometheus_telemetry_judges_the_instances_gpus(
+    estate: Estate, bucket: str, dcgm_prometheus: PrometheusServer,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without telemetry the instance's idleness is unknown; with the environment's Prometheus
+    (TLS, basic auth) its readings join it by private DNS name, as in `gpuwarden scan`."""
+    host = _instance_at(estate, "10.1.2.3")
+    event = {"now": dcgm_prometheus.end.isoformat(), "telemetry_window": 3600}
+
+    blind = handler(event, FakeContext(aws_request_id="blind"))
+    idle = {f["resource"]["id"]: f for f in _report(estate, blind)["findings"]
+            if f["policy"] == "gpu-idle"}
+    assert idle[host]["result"] == "unknown"
+    assert "telemetry" not in [line["phase"] for line in logged(capsys)]
+
+    monkeypatch.setenv("GPUWARDEN_PROMETHEUS_URL", dcgm_prometheus.url)
+    monkeypatch.setenv("GPUWARDEN_PROMETHEUS_CA", dcgm_prometheus.ca_file)
+    if dcgm_prometheus.basic_auth:
+        monkeypatch.setenv("GPUWARDEN_PROMETHEUS_BASIC_AUTH", dcgm_prometheus.basic_auth)
+    seen = handler(event, FakeContext(aws_request_id="seen"))
+
+    assert seen["errors"] == [] and "error" not in seen
+    findings = _report(estate, seen)["findings"]
+    idle = {f["resource"]["id"]: f for f in findings if f["policy"] == "gpu-idle"}
+    assert idle[host]["result"] == "fail"
+    assert idle[host]["details"]["average_activity_pct"] == pytest.approx(3.0)
+    assert idle[host]["remediation"]["detail"].startswith("would stop")
+    # the GPUs Prometheus sees on no instance of the account are reported as unowned
+    assert any(f["resource"]["kind"] == "unowned_gpu" for f in findings)
+    assert seen["resources"] > blind["resources"]
+    lines = logged(capsys)
+    assert [line["phase"] for line in lines if line["level"] == "info"] == [
+        "start", "policies", "scan", "telemetry", "evaluate", "store", "done"]
+    start = next(line for line in lines if line["phase"] == "start")
+    assert start["telemetry"] == ["prometheus"]
+    telemetry = next(line for line in lines if line["phase"] == "telemetry")
+    assert telemetry["with_telemetry"] >= 1 and telemetry["resources"] == seen["resources"]
+
+
+def test_an_unreachable_prometheus_leaves_gpus_unknown_and_warns(
+    estate: Estate, bucket: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("GPUWARDEN_PROMETHEUS_URL", f"http://127.0.0.1:{port}")
+
+    summary = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
+
+    assert "error" not in summary and summary["warnings"]
+    idle = [f for f in _report(estate, summary)["findings"] if f["policy"] == "gpu-idle"]
+    assert idle and {f["result"] for f in idle} == {"unknown"}
+    warnings = [line for line in logged(capsys) if line["level"] == "warning"]
+    assert any(str(port) in w["warning"] for w in warnings)
+
+
+def test_telemetry_settings_from_the_environment_and_the_event() -> None:
+    environment = {"GPUWARDEN_PROMETHEUS_URL": "https://prometheus.internal:9090",
+                   "GPUWARDEN_PROMETHEUS_TOKEN": "t0ken",
+                   "GPUWARDEN_PROMETHEUS_BASIC_AUTH": "user:pass",
+                   "GPUWARDEN_PROMETHEUS_CA": "/var/task/ca.pem",
+                   "GPUWARDEN_DCGM_URL": "http://10.0.0.7:9400/metrics",
+                   "GPUWARDEN_TELEMETRY_WINDOW": "7200"}
+
+    defaults = parse_run_config({}, environment).telemetry
+    assert (defaults.prometheus_url, defaults.prometheus_token, defaults.prometheus_basic_auth,
+            defaults.prometheus_ca, defaults.dcgm_url, defaults.window_s) == (
+        "https://prometheus.internal:9090", "t0ken", "user:pass", "/var/task/ca.pem",
+        "http://10.0.0.7:9400/metrics", 7200)
+    same = parse_run_config({"prometheus_url": "https://prometheus.internal:9090",
+                             "telemetry_window": 600}, environment).telemetry
+    assert (same.prometheus_token, same.window_s) == ("t0ken", 600)
+    # an event naming another server never takes the environment's credentials with it
+    other = parse_run_config({"detail": {"prometheus_url": "https://elsewhere.example"}},
+                             environment).telemetry
+    assert other.prometheus_url == "https://elsewhere.example"
+    assert (other.prometheus_token, other.prometheus_basic_auth) == (None, None)
+    assert parse_run_config(None, {}).telemetry == lambda_config.TelemetryConfig()
+
+
 # ------------------------------------------------------------------------------ enforce
 
 
@@ -396,6 +510,14 @@ BAD_EVENTS: list[tuple[object, str]] = [
     ({"now": 1764558000}, "'now' must be an ISO 8601 string, not a number"),
     ({**EVENTBRIDGE_RULE_EVENT, "detail": {"mode": "enforce", "force": True}},
      "unknown field 'detail.force'"),
+    ({"prometheus_url": "file:///etc/passwd"}, "'prometheus_url': 'file:///etc/passwd' is not"),
+    ({"prometheus_url": "http://"}, "is not an http(s) URL"),
+    ({"prometheus_url": "http://a b"}, "is not an http(s) URL"),
+    ({"prometheus_url": ["http://x"]}, "'prometheus_url' must be a string, not a list"),
+    ({"dcgm_url": "https://x/" + "a" * 2000}, "'dcgm_url'"),
+    ({"telemetry_window": 59}, "'telemetry_window' must be a whole number of seconds from 60"),
+    ({"telemetry_window": "3600"}, "not '3600'"),
+    ({"telemetry_window": 10**9}, "to 2678400"),
 ]
 
 
@@ -421,6 +543,9 @@ BAD_ENVIRONMENTS: list[tuple[dict[str, str], object, str]] = [
     ({"GPUWARDEN_REGIONS": "us-east-1,Frankfurt"}, {}, "'Frankfurt' is not an AWS region"),
     ({"GPUWARDEN_ROLE_ARNS": "gpuwarden-scan"}, {}, "GPUWARDEN_ROLE_ARNS: 'gpuwarden-scan'"),
     ({"GPUWARDEN_REPORT_SSE": "aes"}, {}, "GPUWARDEN_REPORT_SSE: 'aes' is not one of"),
+    ({"GPUWARDEN_PROMETHEUS_URL": "prometheus:9090"}, {}, "GPUWARDEN_PROMETHEUS_URL: "),
+    ({"GPUWARDEN_TELEMETRY_WINDOW": "1h"}, {}, "GPUWARDEN_TELEMETRY_WINDOW: '1h' is not a whole"),
+    ({"GPUWARDEN_TELEMETRY_WINDOW": "30"}, {}, "GPUWARDEN_TELEMETRY_WINDOW must be a whole"),
     ({"GPUWARDEN_ALLOW_ENFORCE": "maybe"}, {"mode": "enforce"}, "'maybe' is not true or false"),
     ({"GPUWARDEN_ALLOW_ENFORCE": "false"}, {"mode": "enforce"},
      "mode 'enforce' is not allowed here"),
@@ -583,8 +708,9 @@ def test_build_script_packages_the_wheel_layout_reproducibly(tmp_path: Path) -> 
     with zipfile.ZipFile(first) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "task")
-    assert {"engine/lambda_handler.py", "engine/sources/aws.py", "remediations/aws_actions.py",
-            "engine/builtin_policies/gpu.yaml", "engine/data/catalog/gpu_instances.csv"} <= names
+    assert {"engine/lambda_handler.py", "engine/sources/aws/__init__.py",
+            "remediations/aws_actions.py", "engine/builtin_policies/gpu.yaml",
+            "engine/data/catalog/gpu_instances.csv"} <= names
     assert not [n for n in names if n.startswith(("tests/", "terraform/", "bench/", "docs/"))
                 or ("__pycache__" in n and not n.endswith(".pyc"))]
 
@@ -614,9 +740,9 @@ def test_runtime_docs_name_every_field_and_variable_and_their_links_resolve() ->
 
     page = REPO / "docs" / "runtime.md"
     docs = page.read_text("utf-8")
-    for name in sorted(lambda_handler.OVERRIDE_FIELDS | lambda_handler.SCHEDULER_FIELDS):
+    for name in sorted(lambda_config.OVERRIDE_FIELDS | lambda_config.SCHEDULER_FIELDS):
         assert f"`{name}`" in docs, name
-    for name, value in vars(lambda_handler).items():
+    for name, value in vars(lambda_config).items():
         if name.startswith("ENV_"):
             assert f"`{value}`" in docs, value
     prose = re.sub(r"^```.*?^```$", "", docs, flags=re.M | re.S)

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from engine import lambda_handler
+from engine import lambda_config, lambda_handler
 from engine.errors import InputError
 
 hcl2 = pytest.importorskip("hcl2")
@@ -327,7 +327,7 @@ def test_module_sets_only_environment_variables_the_handler_reads(module: dict[s
                                                                  ) -> None:
     text = (MODULE / "main.tf").read_text("utf-8")
     set_by_module = set(re.findall(r"\b(GPUWARDEN_[A-Z_]+)\s*=", text))
-    read_by_handler = {value for name, value in vars(lambda_handler).items()
+    read_by_handler = {value for name, value in vars(lambda_config).items()
                        if name.startswith("ENV_") and isinstance(value, str)}
     assert set_by_module <= read_by_handler, set_by_module - read_by_handler
     assert {"GPUWARDEN_MODE", "GPUWARDEN_ALLOW_ENFORCE", "GPUWARDEN_REPORT_BUCKET",
