@@ -13,7 +13,7 @@ The twin's findings are checked equal to the YAML policy's before anything is re
 
 Admission: one GPU Pod AdmissionReview request evaluated at the admission door (as the webhook
 does for each request) through `required-cost-tags` as YAML, as its Rego twin embedded, and as
-the twin on a remote OPA (the loopback stand-in `engine.rego.stub_server`: no OPA binary can
+the twin on a remote OPA (the loopback stand-in `tests/opa_stub.py`: no OPA binary can
 be installed here), sequentially and from 8 threads (the webhook's worker threads).
 
     python bench/bench_rego.py                  # 3 repeats, 2,000 reviews per case
@@ -185,7 +185,7 @@ def remote_engine(url: str, scratch: Path) -> Engine:
 
 
 def bench_admission(reviews: int, repeat: int) -> dict[str, Any]:
-    from engine.rego.stub_server import serve
+    from tests.opa_stub import serve
 
     cases: dict[str, Any] = {}
     yaml_engine = Engine([p for p in load_policies(["builtin"]) if p.id == "required-cost-tags"])

@@ -20,8 +20,8 @@ from engine.policy import load_policies
 
 pytest.importorskip("regorus")
 
-from engine.rego.stub_server import serve
 from engine.webhook.app import create_app
+from tests.opa_stub import serve
 
 REPO = Path(__file__).resolve().parents[1]
 REGO_PACK = REPO / "policies" / "rego"

@@ -1,5 +1,5 @@
 """Rego evaluated by an OPA server through opa-python-client. No OPA can be installed here: the
-server is engine.rego.stub_server, OPA's REST Policy and Data API served over loopback on top of
+server is tests/opa_stub.py, OPA's REST Policy and Data API served over loopback on top of
 the embedded engine, standing in for a real OPA."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from engine.sources.terraform import plan_resources, read_plan
 
 pytest.importorskip("regorus")
 
-from engine.rego.stub_server import OpaStub, serve
+from tests.opa_stub import OpaStub, serve
 
 REPO = Path(__file__).resolve().parents[1]
 REGO_PACK = REPO / "policies" / "rego"

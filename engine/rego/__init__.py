@@ -10,5 +10,4 @@ and gpuwarden's `unknown` yield messages that become ordinary findings.
 - `remote`: an OPA server through opa-python-client (sync for the CLI, async at admission).
 - `findings`: Rego messages → `Finding`s with enforcement per door, exemptions and costs.
 - `testing`: `gpuwarden policies test DIR` (Rego `test_` rules and YAML cases).
-- `stub_server`: an OPA-compatible REST stand-in on the embedded engine, for tests and benchmarks.
 """
