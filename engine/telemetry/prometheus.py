@@ -95,7 +95,6 @@ class FetchResult:
     readings: list[GpuSeries] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     failure: str | None = None
-    query_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def metric_query(metric: str, stats: tuple[str, ...], window_s: int) -> str:
@@ -210,10 +209,8 @@ def fetch_gpu_series(settings: PrometheusSettings, window_s: int, now: datetime,
     """Every GPU's readings over `window_s` seconds ending at `now`."""
     client = client or PrometheusClient(settings)
     results: dict[str, _Grouped | PrometheusError] = {}
-    timings: dict[str, float] = {}
 
     def run(metric: str) -> None:
-        started = time.perf_counter()
         stats = METRIC_STATS[metric]
         try:
             # grouped here, so one answer is read while Prometheus still computes the others
@@ -221,23 +218,21 @@ def fetch_gpu_series(settings: PrometheusSettings, window_s: int, now: datetime,
                 client.query(metric_query(metric, stats, window_s), now), stats)
         except PrometheusError as exc:
             results[metric] = exc
-        timings[metric] = time.perf_counter() - started
 
     with ThreadPoolExecutor(max_workers=len(METRIC_STATS)) as pool:
         list(pool.map(run, METRIC_STATS))
-    return _readings_from(results, window_s, timings)
+    return _readings_from(results, window_s)
 
 
 _Grouped = dict[tuple[tuple[str, str], ...], dict[str, float]]
 
 
-def _readings_from(results: Mapping[str, _Grouped | PrometheusError], window_s: int,
-                   timings: dict[str, float]) -> FetchResult:
+def _readings_from(results: Mapping[str, _Grouped | PrometheusError], window_s: int
+                   ) -> FetchResult:
     failures = {m: r for m, r in results.items() if isinstance(r, PrometheusError)}
     if all(metric in failures for metric in ACTIVITY_METRICS):
         reason = str(failures[ENGINE_ACTIVE])
-        return FetchResult(failure=reason, warnings=[f"telemetry: {reason}"],
-                           query_seconds=timings)
+        return FetchResult(failure=reason, warnings=[f"telemetry: {reason}"])
     folder = SeriesFolder()
     for metric, grouped in results.items():
         if not isinstance(grouped, PrometheusError):
@@ -250,7 +245,7 @@ def _readings_from(results: Mapping[str, _Grouped | PrometheusError], window_s: 
                         "(UUID, or gpu and Hostname) were ignored")
     readings = drop_mig_parents(folder.readings(window_seconds=window_s, source="prometheus",
                                                 check_stale=True))
-    return FetchResult(readings=readings, warnings=warnings, query_seconds=timings)
+    return FetchResult(readings=readings, warnings=warnings)
 
 
 def _group_by_series(result: list[dict[str, Any]], stats: tuple[str, ...]) -> _Grouped:

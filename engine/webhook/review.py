@@ -125,15 +125,6 @@ def _readable_uid(request: Any) -> str | None:
     return uid if isinstance(uid, str) and uid and len(uid) <= 256 else None
 
 
-def readable_uid(body: bytes) -> str | None:
-    """The request uid of a body that failed to parse as a whole, if it can be read at all."""
-    try:
-        review = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    return _readable_uid(review.get("request")) if isinstance(review, dict) else None
-
-
 def _optional_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
