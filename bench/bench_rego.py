@@ -1,7 +1,8 @@
 """Benchmark Rego policies: the embedded engine on a 5,000-change plan, and admission reviews/s.
 
 Plan: the generated 5,000-change plan (`bench/gen_plan.py`, seed 42) is read and normalized
-once; then timed, each as `Engine.evaluate(resources, now, door="plan", plans=[plan])`:
+once; then timed, each as
+`Engine.evaluate(resources, now, door="plan", documents=plan_documents([plan]))`:
 
 - the built-in YAML `gpu-spot-required` (plain Python, the baseline);
 - its Rego twin `policies/rego/gpu_spot_required.rego`, embedded (regorus), split into the
@@ -48,7 +49,11 @@ import yaml  # noqa: E402
 from engine.evaluate import Engine  # noqa: E402
 from engine.model import Report, Resource, State  # noqa: E402
 from engine.policy import load_policies  # noqa: E402
-from engine.rego.inputs import admission_request, request_for_manifest  # noqa: E402
+from engine.rego.inputs import (  # noqa: E402
+    admission_request,
+    plan_documents,
+    request_for_manifest,
+)
 from engine.rego.policy import catalog_document  # noqa: E402
 from engine.sources.kubernetes import workload_resource  # noqa: E402
 from engine.sources.terraform import plan_resources, read_plan  # noqa: E402
@@ -117,11 +122,13 @@ def bench_plan(path: Path, repeat: int) -> dict[str, Any]:
 
     yaml_s, yaml_report = timed(lambda: yaml_engine.evaluate(resources, NOW, door="plan"), repeat)
     rego_s, rego_report = timed(
-        lambda: twin.evaluate(resources, NOW, door="plan", plans=[plan]), repeat)
+        lambda: twin.evaluate(resources, NOW, door="plan", documents=plan_documents([plan])),
+        repeat)
     if key(rego_report) != key(yaml_report):
         raise SystemExit("the Rego twin's findings differ from the YAML policy's: not reporting")
     simple_s, simple_report = timed(
-        lambda: simple.evaluate(resources, NOW, door="plan", plans=[plan]), repeat)
+        lambda: simple.evaluate(resources, NOW, door="plan",
+                                documents=plan_documents([plan])), repeat)
 
     import regorus
 

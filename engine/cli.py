@@ -175,7 +175,7 @@ def check_plan(
     """PR check: evaluate Terraform plans (JSON) against the policies."""
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
-    from engine.pipeline import build_engine, parse_instant
+    from engine.pipeline import build_engine, evaluate_and_plan, parse_instant
     from engine.sources.terraform import plan_cost_changes, plan_resources, read_plan
 
     instant = parse_instant(now)
@@ -190,9 +190,9 @@ def check_plan(
         resources = _with_locations(resources, tf_dir)
     cost_changes = [change for plan, document in documents
                     for change in plan_cost_changes(document, plan, engine.catalog)]
-    report = engine.evaluate(resources, instant, door="plan", show_passed=show_passed,
-                             plans=[document for _, document in documents],
-                             cost_changes=cost_changes)
+    report = evaluate_and_plan(engine, resources, instant, door="plan", show_passed=show_passed,
+                               plans=[document for _, document in documents],
+                               cost_changes=cost_changes)
     if write_baseline is not None:
         from engine.baseline import baseline_document
 
@@ -217,7 +217,7 @@ def _display_path(path: str) -> str | None:
 
 
 def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
-    from engine.sources.tf_locations import apply_locations, locate_resources
+    from engine.sources.terraform.locations import apply_locations, locate_resources
 
     if not tf_dir.is_dir():
         raise InputError("--tf-dir is not a directory", file=str(tf_dir))
@@ -581,6 +581,9 @@ def _usage_line(exc: typer.TyperException) -> str:
 def main() -> None:
     """Console entry point: usage errors and InputError become one line on stderr, exit 2; so
     does any other exception (a CI gate must not read a crash as a policy failure, exit 1)."""
+    from engine.pipeline import tune_collector
+
+    tune_collector()
     try:
         code = app(standalone_mode=False, prog_name="gpuwarden")
     except InputError as exc:

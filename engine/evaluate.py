@@ -1,22 +1,32 @@
-"""Evaluation: compiled policies × normalized resources → findings and a report. Pure: no I/O,
-the clock is an argument."""
+"""Evaluation: compiled policies × normalized resources → findings and a report.
+
+Pure: no I/O, no environment, no process-wide switches; the clock is an argument. Evaluation
+stops at findings: `Engine.assess` also says what each finding judged (`Judged`), so that the
+steps after it (remediation planning: `remediations.planning`) need nothing from here.
+
+Policies whose violations a program decides (a `rego:` block, see `engine.programs`) are
+evaluated through the `ProgramEvaluator` their package registered (`register_evaluator`): per
+resource inside the loop, or once per input document after it. Plan-level inputs arrive as core
+types: `CostChange`s for the cost diff, and input documents as the program's package prepared
+them (opaque here).
+"""
 
 from __future__ import annotations
 
-import gc
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from engine.aggregates import Aggregation
 from engine.catalog import Catalog, builtin_catalog
 from engine.conditions import EvalContext
 from engine.costs import estimate
-from engine.labels import exempt_policies, is_production
+from engine.labels import exempt_policies
 from engine.model import (
     Category,
+    CostChange,
     Door,
     Finding,
     Report,
@@ -28,18 +38,78 @@ from engine.model import (
 )
 from engine.policy import CompiledPolicy
 
-if TYPE_CHECKING:
-    from engine.rego.findings import RegoOutcome
-    from engine.sources.terraform import PlanCostChange
-from remediations.registry import plan_remediation
-
 Verdict = Literal["fail", "unknown", "pass"]
 Outcome = Literal["fail", "unknown", "pass", "n/a"]
+Mode = Literal["dry-run", "enforce"]
 
 
 def door_of(resource: Resource) -> Door:
     """Planned resources meet the plan door's enforcement; everything live the runtime door's."""
     return "plan" if resource.state is State.PLANNED else "runtime"
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A finding with what it judged: the resource or group (None for a message about a plan
+    change gpuwarden does not normalize) and the door it was judged at."""
+
+    finding: Finding
+    resource: Resource | None
+    door: Door
+
+
+@dataclass
+class ProgramOutcome:
+    """What a program's evaluator found for one resource or one set of input documents."""
+
+    judged: list[Judged] = field(default_factory=list)
+    passed: int = 0
+    exempted: int = 0
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The report, and each of its findings with what it judged (`judged[i].finding` is
+    `report.findings[i]`)."""
+
+    report: Report
+    judged: tuple[Judged, ...]
+
+
+# ---------------------------------------------------------------------------- program evaluators
+
+
+class ProgramEvaluator(Protocol):
+    """Evaluates the policies of one program type (registered by the program's package)."""
+
+    def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
+                         door: Door, show_passed: bool) -> ProgramOutcome:
+        """One resource the loop selected (category, door, exemptions already applied)."""
+        ...
+
+    def documents_outcome(self, policy: CompiledPolicy, documents: Sequence[object],
+                          resources: Mapping[str, Resource], ctx: EvalContext
+                          ) -> ProgramOutcome:
+        """The whole input documents, for a program that `reads_documents`; `resources`: the
+        evaluated resources by id, for findings about them."""
+        ...
+
+
+_EVALUATORS: dict[type, ProgramEvaluator] = {}
+
+
+def register_evaluator(program_type: type, evaluator: ProgramEvaluator) -> None:
+    _EVALUATORS[program_type] = evaluator
+
+
+def _evaluator_of(policy: CompiledPolicy) -> ProgramEvaluator:
+    return _EVALUATORS[type(policy.rego)]
+
+
+# ---------------------------------------------------------------------------- the engine
 
 
 class Engine:
@@ -49,12 +119,13 @@ class Engine:
         self.policies = list(policies)
         self.catalog = catalog or builtin_catalog()
         self._by_category: dict[Category, list[CompiledPolicy]] = {c: [] for c in Category}
-        # Rego policies over the whole plan run once per plan document, not per resource.
-        self._plan_policies = [p for p in self.policies if p.rego and p.rego.reads_plan]
+        # Programs over whole input documents (a plan) run once per document, not per resource.
+        self._document_policies = [p for p in self.policies
+                                   if p.rego is not None and p.rego.reads_documents]
         # Aggregate policies judge groups of resources after the per-resource pass.
         self._aggregate_policies = [p for p in self.policies if p.spec.aggregate]
         for policy in self.policies:
-            if (policy.rego and policy.rego.reads_plan) or policy.spec.aggregate:
+            if (policy.rego is not None and policy.rego.reads_documents) or policy.spec.aggregate:
                 continue
             for category in policy.categories:
                 self._by_category[category].append(policy)
@@ -76,76 +147,43 @@ class Engine:
         *,
         door: Door | None = None,
         show_passed: bool = False,
-        mode: Literal["dry-run", "enforce"] = "dry-run",
+        mode: Mode = "dry-run",
         generated_at: datetime | None = None,
-        plans: Sequence[Mapping[str, Any]] = (),
-        cost_changes: Sequence[PlanCostChange] | None = None,
+        documents: Sequence[object] = (),
+        cost_changes: Sequence[CostChange] | None = None,
     ) -> Report:
-        """`plans`: the Terraform plan documents the resources came from, for Rego policies
-        that read the whole plan (`input: plan`); without them those policies do not run.
-        `cost_changes`: the plan's changes before and after (`plan_cost_changes`), for the
-        team budget's cost diff."""
-        ctx = EvalContext(now=now, catalog=self.catalog)
-        findings: list[Finding] = []
-        count = passed = exempted = 0
-        aggregation = Aggregation(self._aggregate_policies, ctx, cost_changes) \
-            if self._aggregate_policies else None
-        by_id: dict[str, Resource] = {}
-        whole_plans = bool(plans) and bool(self._plan_policies) and door in (None, "plan")
-        with _collector_paused():
-            for resource in resources:
-                count += 1
-                if whole_plans:
-                    by_id.setdefault(resource.id, resource)
-                resource_door = door or door_of(resource)
-                exempt_ids = exempt_policies(resource) if resource.tags or resource.annotations \
-                    else frozenset()
-                if aggregation is not None:
-                    aggregation.offer(resource, resource_door, exempt_ids)
-                for policy in self._by_category[resource.category]:
-                    if policy.doors[resource_door] == "off":
-                        continue
-                    if (exempt_ids and (policy.id in exempt_ids or "all" in exempt_ids)) or (
-                        policy.exempt and _exempt_by_policy(policy, resource)
-                    ):
-                        exempted += 1
-                        continue
-                    if policy.rego is not None:
-                        outcome = _rego_outcome(self, policy, resource, ctx, resource_door,
-                                                show_passed)
-                        passed += outcome.passed
-                        findings.extend(outcome.findings)
-                        continue
-                    verdict = self.verdict(policy, resource, ctx)
-                    if verdict == "n/a":
-                        continue
-                    if verdict == "pass":
-                        passed += 1
-                        if not show_passed:
-                            continue
-                    findings.append(self.finding(policy, resource, ctx, verdict, resource_door))
-            if whole_plans:
-                from engine.rego.findings import plan_outcome
+        """The report of `assess` (findings without remediations)."""
+        return self.assess(resources, now, door=door, show_passed=show_passed, mode=mode,
+                           generated_at=generated_at, documents=documents,
+                           cost_changes=cost_changes).report
 
-                planned = plan_outcome(self, self._plan_policies, plans, by_id)
-                findings.extend(planned.findings)
-                exempted += planned.exempted
-            if aggregation is not None:
-                for policy, group, group_door in aggregation.groups(door):
-                    verdict = _group_verdict(policy, group, ctx)
-                    passed += verdict == "pass"
-                    if verdict != "pass" or show_passed:
-                        findings.append(self.finding(policy, group, ctx, verdict, group_door))
-                exempted += aggregation.exempted
-        findings.sort(key=lambda f: (-f.estimated_monthly_usd, -f.severity.rank, f.policy,
-                                     f.resource.id))
-        return Report(
-            generated_at=generated_at or now,
-            mode=mode,
-            findings=findings,
-            summary=summarize(findings, count, passed, exempted),
-            cost_diff=aggregation.cost_diff if aggregation is not None else None,
-        )
+    def assess(
+        self,
+        resources: Iterable[Resource],
+        now: datetime,
+        *,
+        door: Door | None = None,
+        show_passed: bool = False,
+        mode: Mode = "dry-run",
+        generated_at: datetime | None = None,
+        documents: Sequence[object] = (),
+        cost_changes: Sequence[CostChange] | None = None,
+    ) -> Evaluation:
+        """`door`: the door every resource is judged at (default: each one's own, `door_of`).
+        `documents`: whole input documents as a program's package prepares them (Terraform
+        plans: `engine.rego.inputs.plan_documents`), for programs that read them (`input:
+        plan`); without them those policies do not run. `cost_changes`: the plan's changes
+        before and after, for the team budget's cost diff."""
+        ctx = EvalContext(now=now, catalog=self.catalog)
+        reads_documents = bool(documents) and bool(self._document_policies) \
+            and door in (None, "plan")
+        run = _Run(self, ctx, door, show_passed, cost_changes, keep_ids=reads_documents)
+        for resource in resources:
+            run.add(resource)
+        if reads_documents:
+            run.add_documents(documents)
+        run.add_groups()
+        return run.evaluation(mode, generated_at or now)
 
     def finding(
         self,
@@ -155,27 +193,14 @@ class Engine:
         verdict: Verdict,
         door: Door,
     ) -> Finding:
-        details: dict[str, Any] = {}
-        for node in policy.evidence_nodes:
-            for key, value in node.evidence(resource, ctx).items():
-                if key == "unknown":
-                    details.setdefault("unknown", []).extend(value)
-                else:
-                    details.setdefault(key, value)  # the violation's evidence comes first
+        details = _evidence(policy, resource, ctx)
         cost = estimate(policy.spec.cost, resource, self.catalog, details)
-        enforcement = policy.doors[door]
         if verdict == "unknown":
             message = _unknown_message(policy, resource, details)
         else:
             message = policy.render_message(
                 resource=resource, r=resource, params=policy.spec.parameters, details=details,
                 cost=cost.monthly_usd, verdict=verdict,
-            )
-        remediation = None
-        if verdict == "fail":
-            remediation = plan_remediation(
-                policy.spec.remediations, resource, details, enforcement=enforcement,
-                door=door, production=is_production(resource),
             )
         return Finding(
             policy=policy.id,
@@ -184,33 +209,124 @@ class Engine:
             result=verdict,
             resource=ResourceRef.of(resource),
             message=message,
-            enforcement=enforcement,
+            enforcement=policy.doors[door],
             estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
             cost_basis=cost.basis,
-            remediation=remediation,
             location=resource.location,
             details=details,
         )
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Evaluation allocates many small objects and no cycles: pausing the cyclic garbage
-    collector for the loop saves about a quarter of its time on large estates."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+class _Run:
+    """One evaluation's state: the findings so far, the counts, the aggregation."""
+
+    def __init__(self, engine: Engine, ctx: EvalContext, door: Door | None, show_passed: bool,
+                 cost_changes: Sequence[CostChange] | None, *, keep_ids: bool):
+        self.engine = engine
+        self.ctx = ctx
+        self.door = door
+        self.show_passed = show_passed
+        self.judged: list[Judged] = []
+        self.count = self.passed = self.exempted = 0
+        self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
+            if engine._aggregate_policies else None
+        self.by_id: dict[str, Resource] | None = {} if keep_ids else None
+
+    def add(self, resource: Resource) -> None:
+        """Judge one resource against the policies of its category (the hot loop)."""
+        self.count += 1
+        if self.by_id is not None:
+            self.by_id.setdefault(resource.id, resource)
+        door = self.door or door_of(resource)
+        exempt_ids = exempt_policies(resource) if resource.tags or resource.annotations \
+            else frozenset()
+        if self.aggregation is not None:
+            self.aggregation.offer(resource, door, exempt_ids)
+        for policy in self.engine._by_category[resource.category]:
+            if policy.doors[door] == "off":
+                continue
+            if _exempt(policy, resource, exempt_ids):
+                self.exempted += 1
+            elif policy.rego is not None:
+                self._add_program(policy, resource, door)
+            else:
+                self._add_verdict(policy, resource, door)
+
+    def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
+        verdict = self.engine.verdict(policy, resource, self.ctx)
+        if verdict == "n/a":
+            return
+        if verdict == "pass":
+            self.passed += 1
+            if not self.show_passed:
+                return
+        finding = self.engine.finding(policy, resource, self.ctx, verdict, door)
+        self.judged.append(Judged(finding, resource, door))
+
+    def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
+        outcome = _evaluator_of(policy).resource_outcome(policy, resource, self.ctx, door,
+                                                         self.show_passed)
+        self._add_outcome(outcome)
+
+    def _add_outcome(self, outcome: ProgramOutcome) -> None:
+        self.judged.extend(outcome.judged)
+        self.passed += outcome.passed
+        self.exempted += outcome.exempted
+
+    def add_documents(self, documents: Sequence[object]) -> None:
+        """Programs over whole input documents, each once per document set."""
+        for policy in self.engine._document_policies:
+            if policy.enforcement("plan") != "off":
+                self._add_outcome(_evaluator_of(policy).documents_outcome(
+                    policy, documents, self.by_id or {}, self.ctx))
+
+    def add_groups(self) -> None:
+        """Aggregate policies, judged on the groups their members make."""
+        if self.aggregation is None:
+            return
+        for policy, group, group_door in self.aggregation.groups(self.door):
+            verdict = _group_verdict(policy, group, self.ctx)
+            self.passed += verdict == "pass"
+            if verdict != "pass" or self.show_passed:
+                finding = self.engine.finding(policy, group, self.ctx, verdict, group_door)
+                self.judged.append(Judged(finding, group, group_door))
+        self.exempted += self.aggregation.exempted
+
+    def evaluation(self, mode: Mode, generated_at: datetime) -> Evaluation:
+        judged = sorted(self.judged, key=lambda j: _order(j.finding))
+        findings = [j.finding for j in judged]
+        report = Report(
+            generated_at=generated_at,
+            mode=mode,
+            findings=findings,
+            summary=summarize(findings, self.count, self.passed, self.exempted),
+            cost_diff=self.aggregation.cost_diff if self.aggregation is not None else None,
+        )
+        return Evaluation(report, tuple(judged))
 
 
-def _rego_outcome(engine: Engine, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
-                  door: Door, show_passed: bool) -> RegoOutcome:
-    from engine.rego.findings import resource_outcome
+def _order(finding: Finding) -> tuple[float, int, str, str]:
+    return (-finding.estimated_monthly_usd, -finding.severity.rank, finding.policy,
+            finding.resource.id)
 
-    return resource_outcome(engine, policy, resource, ctx, door, show_passed)
+
+def _exempt(policy: CompiledPolicy, resource: Resource, exempt_ids: frozenset[str]) -> bool:
+    """Exempt by a tag/label/annotation naming the policy (or `all`), or by the policy's own
+    `exempt:` id globs."""
+    if exempt_ids and (policy.id in exempt_ids or "all" in exempt_ids):
+        return True
+    return bool(policy.exempt) and any(pattern.match(resource.id) for pattern in policy.exempt)
+
+
+def _evidence(policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    for node in policy.evidence_nodes:
+        for key, value in node.evidence(resource, ctx).items():
+            if key == "unknown":
+                details.setdefault("unknown", []).extend(value)
+            else:
+                details.setdefault(key, value)  # the violation's evidence comes first
+    return details
 
 
 def _group_verdict(policy: CompiledPolicy, group: Resource, ctx: EvalContext) -> Verdict:
@@ -226,10 +342,6 @@ def _severity(policy: CompiledPolicy, details: Mapping[str, Any]) -> Severity:
     if isinstance(lowered, str) and lowered in {s.value for s in Severity}:
         return min(policy.spec.severity, Severity(lowered), key=lambda s: s.rank)
     return policy.spec.severity
-
-
-def _exempt_by_policy(policy: CompiledPolicy, resource: Resource) -> bool:
-    return any(pattern.match(resource.id) for pattern in policy.exempt)
 
 
 _UNKNOWN_REASONS = {

@@ -298,6 +298,19 @@ class CostDiff(BaseModel):
     net_monthly_usd: float = 0.0
 
 
+class CostChange(BaseModel):
+    """One change of a plan with its normalized resources before and after it: the input of
+    the cost diff (the Terraform adapter makes them: `plan_cost_changes`). Policies never see
+    these resources."""
+
+    model_config = ConfigDict(frozen=True)
+
+    address: str
+    action: Literal["create", "update", "replace", "delete", "no-op"]
+    before: tuple[Resource, ...] = ()
+    after: tuple[Resource, ...] = ()
+
+
 class Report(BaseModel):
     schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
     generated_at: datetime

@@ -7,6 +7,7 @@ policies loaded from earlier files, by id). The built-in pack is the path `built
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,15 +39,18 @@ from engine.costs import ESTIMATORS
 from engine.errors import InputError
 from engine.model import Category, Door, Enforcement, Severity
 from engine.parameter_files import ParameterFiles
-from engine.rego.policy import RegoProgram, RegoSpec, RegoVerdict, compile_rego
+from engine.programs import Program, policy_kind, policy_kinds
 from engine.templates import MessageTemplate, TemplateRejected, compile_message
 from engine.yamlsource import line_at, line_of, load_yaml_documents, read_bounded_text
-from remediations.registry import ACTIONS
 
 BUILTIN = "builtin"
 POLICY_ID = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 DOORS: tuple[Door, ...] = ("plan", "admission", "runtime")
 MAX_POLICY_DEPTH = 64  # YAML nesting of a policy file (conditions nest a dozen levels at most)
+# The remediation actions a policy may name (`remediations:`), implemented by
+# `remediations.registry` (which refuses to register any other name).
+REMEDIATION_ACTIONS = frozenset({"advise-spot", "advise-tags", "advise-encryption", "advise-mig",
+                                 "stop", "mark-violation"})
 
 
 class EnforcementSpec(BaseModel):
@@ -75,8 +79,8 @@ class PolicySpec(BaseModel):
     scope: Any = Field(default=None, description="Condition selecting the resources it governs.")
     violation: Any = Field(default=None, description="Condition that holds when the resource "
                            "violates it (or give `rego`).")
-    rego: RegoSpec | None = Field(default=None, description="A Rego module deciding violations "
-                                  "instead of `violation` (see docs/rego.md).")
+    rego: Any = Field(default=None, description="A Rego module deciding violations "
+                      "instead of `violation` (see docs/rego.md).")
     message: str = Field(default="", description="Jinja2 template: resource, params, details, "
                          "usd filter (with `rego`, optional: msg is the Rego message).")
     help: str = Field(default="", description="How to fix it.")
@@ -121,14 +125,19 @@ class PolicySpec(BaseModel):
             raise ValueError(f"unknown cost estimator {value!r} (one of: {', '.join(ESTIMATORS)})")
         return value
 
+    @field_validator("rego", mode="before")
+    @classmethod
+    def _rego_block(cls, value: Any) -> Any:
+        """Validated by the `rego` policy kind's model (`engine.programs`)."""
+        return None if value is None else policy_kind("rego").spec_model.model_validate(value)
+
     @field_validator("remediations")
     @classmethod
     def _known_remediations(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in ACTIONS]
+        unknown = [name for name in value if name not in REMEDIATION_ACTIONS]
         if unknown:
-            raise ValueError(
-                f"unknown remediation {unknown[0]!r} (one of: {', '.join(sorted(ACTIONS))})"
-            )
+            raise ValueError(f"unknown remediation {unknown[0]!r} "
+                             f"(one of: {', '.join(sorted(REMEDIATION_ACTIONS))})")
         return value
 
 
@@ -169,7 +178,7 @@ class CompiledPolicy:
     file: str
     exempt: tuple[re.Pattern[str], ...]
     raw: Mapping[str, Any]
-    rego: RegoProgram | None = None  # a Rego policy: `violation` is its RegoVerdict
+    rego: Program | None = None  # a Rego policy: `violation` is its program's verdict
     base_dir: Path | None = None  # where the policy file is (its Rego modules are relative)
 
     @property
@@ -264,12 +273,14 @@ def compile_policy(
     raw: Any = None,
     *,
     base_dir: Path | None = None,
-    rego: RegoProgram | None = None,
+    rego: Program | None = None,
     files: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> CompiledPolicy:
     """Compile conditions (or the Rego program) and the message template once; every error
     names file and line. `rego` reuses an already compiled program (overrides); `files` holds
-    the parsed content of parameters that name files (`engine.parameter_files`)."""
+    the parsed content of parameters that name files (`engine.parameter_files`); `environ`, the
+    environment the loading step read (a remote Rego policy's `token_env`)."""
     raw = raw if isinstance(raw, Mapping) else {}
     params = {**spec.parameters, **files} if files else spec.parameters
     try:
@@ -277,9 +288,10 @@ def compile_policy(
             raw.get("scope", spec.scope), params
         )
         if spec.rego is not None:
-            rego = rego or compile_rego(spec.rego, policy_id=spec.id, file=file,
-                                        base_dir=base_dir, line=line_of(raw, "rego"))
-            violation: Condition = RegoVerdict(rego, spec.parameters)
+            rego = rego or policy_kind("rego").compile(
+                spec.rego, policy_id=spec.id, file=file, base_dir=base_dir,
+                line=line_of(raw, "rego"), environ=environ or {})
+            violation: Condition = rego.verdict(spec.parameters)
         else:
             violation = compile_condition(raw.get("violation", spec.violation), params)
     except PolicySyntaxError as exc:
@@ -325,8 +337,11 @@ def _files_of(spec: PolicySpec, raw: Any, files: ParameterFiles) -> dict[str, An
     return files.values(conditions, spec.parameters)
 
 
-def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
-    """Load, validate and compile policy files in order; later overrides apply to earlier ids."""
+def load_policies(paths: Iterable[str], *,
+                  environ: Mapping[str, str] | None = None) -> list[CompiledPolicy]:
+    """Load, validate and compile policy files in order; later overrides apply to earlier ids.
+    `environ`: where `token_env` variables are looked up (default: this process's)."""
+    environ = os.environ if environ is None else environ
     compiled: dict[str, CompiledPolicy] = {}
     files = ParameterFiles()
     for path in paths:
@@ -339,7 +354,8 @@ def load_policies(paths: Iterable[str]) -> list[CompiledPolicy]:
                     raise InputError(f"duplicate policy id {spec.id!r}", file=shown,
                                      line=line_of(raw))
                 compiled[spec.id] = compile_policy(spec, shown, raw, base_dir=file.parent,
-                                                   files=_files_of(spec, raw, files))
+                                                   files=_files_of(spec, raw, files),
+                                                   environ=environ)
             for policy_id, override in parsed.overrides.items():
                 if policy_id not in compiled:
                     raise InputError(f"override of unknown policy {policy_id!r}", file=shown)
@@ -388,8 +404,14 @@ def condition_schema() -> dict[str, Any]:
 def policy_file_schema() -> dict[str, Any]:
     schema = PolicyFile.model_json_schema()
     defs = schema.setdefault("$defs", {})
-    defs["Condition"] = condition_schema()
     spec = defs["PolicySpec"]["properties"]
+    for key, kind in policy_kinds().items():
+        model = kind.spec_model
+        defs[model.__name__] = model.model_json_schema()
+        spec[key] = {"anyOf": [{"$ref": f"#/$defs/{model.__name__}"}, {"type": "null"}],
+                     "default": None, "description": spec[key].get("description", "")}
+    schema["$defs"] = defs = dict(sorted(defs.items()))  # in pydantic's order
+    defs["Condition"] = condition_schema()
     spec["scope"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],
                      "description": spec["scope"].get("description", "")}
     spec["violation"] = {"anyOf": [{"$ref": "#/$defs/Condition"}, {"type": "null"}],

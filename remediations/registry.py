@@ -1,8 +1,9 @@
-"""Remediation actions by name, and the pure planning step that picks one for a finding.
+"""Remediation actions by name (planning picks one for a finding: `remediations.planning`).
 
 An action is either advice (what to change, e.g. the Terraform attribute to set) or a mutating
-action (stop, scale to zero, tag) that the enforcement runner may apply in enforce mode. Planning
-never calls anything: it says what would be done and why.
+action (stop, scale to zero, tag) that the enforcement runner may apply in enforce mode. The
+names are the policy language's (`engine.policy.REMEDIATION_ACTIONS`, which validates a
+policy's `remediations:`); registering any other name is refused.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.labels import production_reason
-from engine.model import Category, Door, Enforcement, Remediation, Resource
+from engine.model import Category, Resource
+from engine.policy import REMEDIATION_ACTIONS
 
 Advice = Callable[[Resource, dict[str, Any]], str]
 
@@ -29,6 +30,10 @@ ACTIONS: dict[str, Action] = {}
 
 
 def action(name: str, description: str, *, mutating: bool) -> Callable[[Advice], Advice]:
+    if name not in REMEDIATION_ACTIONS:
+        raise ValueError(f"remediation action {name!r} is not in the policy language "
+                         "(engine.policy.REMEDIATION_ACTIONS)")
+
     def register(func: Advice) -> Advice:
         ACTIONS[name] = Action(name, description, mutating, func)
         return func
@@ -100,35 +105,3 @@ def _stop(resource: Resource, details: dict[str, Any]) -> str:
 @action("mark-violation", "Tag the resource with the violation and a date", mutating=True)
 def _mark(resource: Resource, details: dict[str, Any]) -> str:
     return f"tag {resource.id} gpuwarden:violation=<policy>@<date>"
-
-
-def plan_remediation(
-    names: list[str],
-    resource: Resource,
-    details: dict[str, Any],
-    *,
-    enforcement: Enforcement,
-    door: Door,
-    production: bool | None,
-) -> Remediation | None:
-    """The first applicable action for a finding, planned (never applied here).
-
-    Mutating actions apply only at runtime, only for `deny`, never to production resources;
-    otherwise they are reported as skipped with the reason.
-    """
-    for name in names:
-        act = ACTIONS[name]
-        detail = act.advise(resource, details)
-        if not act.mutating:
-            return Remediation(action=name, status="planned", detail=detail)
-        if door != "runtime":
-            continue
-        if enforcement != "deny":
-            return Remediation(action=name, status="skipped",
-                               detail=f"policy enforcement is {enforcement}, not deny")
-        if production is not False:
-            return Remediation(action=name, status="skipped",
-                               detail="production (or unknown) resources are never changed: "
-                               + production_reason(resource))
-        return Remediation(action=name, status="planned", detail="would " + detail)
-    return None

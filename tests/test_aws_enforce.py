@@ -15,7 +15,7 @@ import pytest
 
 from engine.catalog import builtin_catalog
 from engine.model import Finding, Remediation, Report, ResourceRef, Severity
-from engine.pipeline import build_engine
+from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.aws import AwsClients, collect
 from engine.sources.registry import ScanOptions
 from remediations.aws_actions import (
@@ -244,7 +244,7 @@ def test_enforce_is_idempotent(
 def test_stale_scan_skips_what_is_already_stopped(aws: AwsLab, estate: Estate,
                                                   tmp_path: Path) -> None:
     collected = collect(None, ScanOptions(regions=(EAST,)), builtin_catalog())
-    report = build_engine(None).evaluate(collected.resources, OFF_HOURS)
+    report = evaluate_and_plan(build_engine(None), collected.resources, OFF_HOURS)
     aws.client("ec2").stop_instances(InstanceIds=[estate["dev"]])
     aws.client("autoscaling").update_auto_scaling_group(
         AutoScalingGroupName="gpu-workers", MinSize=0, DesiredCapacity=0)

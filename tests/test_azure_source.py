@@ -730,10 +730,10 @@ def test_enforce_is_idempotent(
 
 
 def test_a_stale_listing_skips_a_vm_already_deallocated(fake_arm: FakeArm, tmp_path: Path) -> None:
-    from engine.pipeline import build_engine
+    from engine.pipeline import build_engine, evaluate_and_plan
 
     collected = collect_live(subscriptions=(DEV,))
-    report = build_engine(None).evaluate(collected.resources, OFF_HOURS)
+    report = evaluate_and_plan(build_engine(None), collected.resources, OFF_HOURS)
     set_power(fake_arm.vm(vm_id(DEV, "train-a100")), "deallocated")  # type: ignore[arg-type]
     fake_arm.subscriptions[DEV].vms = [vm for vm in fake_arm.subscriptions[DEV].vms
                                        if vm.name != "win-v100"]  # deleted since the listing

@@ -9,6 +9,7 @@ import pytest
 
 from engine.evaluate import Engine
 from engine.model import Door, GpuSpec, Resource, Telemetry
+from engine.pipeline import evaluate_and_plan
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
 Make = Callable[..., Resource]
@@ -63,7 +64,7 @@ def test_spot_required_on_kubernetes_uses_namespace_labels_for_production(
 def test_spot_savings_are_priced_from_the_catalog(builtin_engine: Engine,
                                                   make_resource: Make) -> None:
     resource = make_resource(instance_type="p4d.24xlarge", capacity="on-demand", count=2)
-    [finding] = [f for f in builtin_engine.evaluate([resource], BUSINESS_HOURS).findings
+    [finding] = [f for f in evaluate_and_plan(builtin_engine, [resource], BUSINESS_HOURS).findings
                  if f.policy == "gpu-spot-required"]
     # 21.957642 $/h × 2 instances × 730 h × 60% estimated spot discount
     assert finding.estimated_monthly_usd == pytest.approx(21.957642 * 2 * 730 * 0.6, abs=0.01)
@@ -157,7 +158,7 @@ def test_off_hours_finding_plans_a_stop_and_prices_the_off_share(
     builtin_engine: Engine, make_resource: Make,
 ) -> None:
     resource = make_resource(instance_type="g5.xlarge", tags=TAGS, capacity="spot")
-    [finding] = [f for f in builtin_engine.evaluate([resource], OFF_HOURS).findings
+    [finding] = [f for f in evaluate_and_plan(builtin_engine, [resource], OFF_HOURS).findings
                  if f.policy == "gpu-off-hours-shutdown"]
     off_share = (7 * 24 - 5 * 12) / (7 * 24)
     assert finding.estimated_monthly_usd == pytest.approx(1.006 * 730 * off_share, abs=0.01)
@@ -268,7 +269,7 @@ def test_runtime_remediation_never_touches_production(builtin_engine: Engine,
                                                       make_resource: Make) -> None:
     resource = make_resource(instance_type="g5.xlarge", tags={**TAGS, "env": "prod"},
                              telemetry=Telemetry(average_activity_pct=1, samples=60))
-    [finding] = [f for f in builtin_engine.evaluate([resource], BUSINESS_HOURS).findings
+    [finding] = [f for f in evaluate_and_plan(builtin_engine, [resource], BUSINESS_HOURS).findings
                  if f.policy == "gpu-idle"]
     assert finding.remediation is not None
     assert finding.remediation.status == "skipped"

@@ -708,10 +708,10 @@ def test_enforce_is_idempotent(
 def test_a_stale_listing_skips_an_instance_already_stopped(
     fake_gcp: FakeGcp, tmp_path: Path,
 ) -> None:
-    from engine.pipeline import build_engine
+    from engine.pipeline import build_engine, evaluate_and_plan
 
     collected = collect_live(fake_gcp, projects=("ml-dev",))
-    report = build_engine(None).evaluate(collected.resources, OFF_HOURS)
+    report = evaluate_and_plan(build_engine(None), collected.resources, OFF_HOURS)
     fake_gcp.find("ml-dev", "us-central1-a", "trainer-t4").status = "TERMINATED"  # type: ignore[union-attr]
     audit = tmp_path / "a.jsonl"
     done = apply_gcp_remediations(report, collected.resources, collected.clients["gcp"],
@@ -729,10 +729,10 @@ def test_a_stale_listing_skips_an_instance_already_stopped(
 def test_a_failed_stop_is_recorded_and_the_run_goes_on(
     fake_gcp: FakeGcp, tmp_path: Path,
 ) -> None:
-    from engine.pipeline import build_engine
+    from engine.pipeline import build_engine, evaluate_and_plan
 
     collected = collect_live(fake_gcp, projects=("ml-dev",))
-    report = build_engine(None).evaluate(collected.resources, OFF_HOURS)
+    report = evaluate_and_plan(build_engine(None), collected.resources, OFF_HOURS)
     fake_gcp.locked.add("l4-preemptible")  # stop answers 403
     fake_gcp.projects["ml-dev"].instances["zones/us-central1-a"].remove(
         fake_gcp.find("ml-dev", "us-central1-a", "trainer-t4"))  # deleted since the listing

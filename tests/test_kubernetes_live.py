@@ -28,7 +28,7 @@ from engine.catalog import builtin_catalog
 from engine.cli import main
 from engine.errors import InputError
 from engine.model import Capacity, State
-from engine.pipeline import build_engine
+from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.kubernetes import ClusterState, cluster_resources, kubernetes_snapshot
 from engine.sources.kubernetes.live import list_cluster
 from engine.sources.snapshot import SnapshotContext, snapshot_resources
@@ -545,7 +545,7 @@ def test_stale_listing_skips_a_workload_already_at_zero(fake_api: tuple[FakeApi,
     client = api_client(url)
     resources = cluster_resources(list_cluster(client))
     engine = build_engine(None)
-    report = engine.evaluate(resources, OFF_HOURS)
+    report = evaluate_and_plan(engine, resources, OFF_HOURS)
     api.find("Deployment", "ml", "trainer-a")["spec"]["replicas"] = 0  # type: ignore[index]
     audit = tmp_path / "audit.jsonl"
     done = apply_kubernetes_remediations(report, resources, client, max_actions=10,

@@ -19,11 +19,11 @@ from engine.labels import (
     is_production_value,
     protection,
 )
-from engine.pipeline import build_engine
+from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.aws import collect
 from engine.sources.registry import ScanOptions
 from remediations.aws_actions import CALL_ATTEMPTS, apply_aws_remediations
-from remediations.registry import plan_remediation
+from remediations.planning import plan_remediation
 from remediations.runner import DEADLINE_REACHED, Deadline
 from tests.conftest import OFF_HOURS
 from tests.conftest_aws import (
@@ -115,7 +115,8 @@ def test_policies_and_enforcement_share_the_definition(make_resource: Any) -> No
     """A policy scoped to non-production skips it; the planner refuses it and says why."""
     resource = make_resource(instance_type="p3.2xlarge", capacity="on-demand",
                              tags={**COST_TAGS, "env": "dev", "Environment": "Production"})
-    findings = build_engine(None).evaluate([resource], OFF_HOURS, door="runtime").findings
+    findings = evaluate_and_plan(build_engine(None), [resource], OFF_HOURS,
+                                 door="runtime").findings
     assert not [f for f in findings if f.policy in ("gpu-off-hours-shutdown",
                                                     "gpu-spot-required")]
     planned = plan_remediation(["stop"], resource, {}, enforcement="deny", door="runtime",
@@ -158,7 +159,7 @@ def test_scan_enforce_stops_none_of_the_production_lookalikes(
 
 def _stale_report(aws: AwsLab) -> tuple[Any, Any]:
     collected = collect(None, ScanOptions(regions=(EAST,)), builtin_catalog())
-    return collected, build_engine(None).evaluate(collected.resources, OFF_HOURS)
+    return collected, evaluate_and_plan(build_engine(None), collected.resources, OFF_HOURS)
 
 
 def test_tags_are_read_again_just_before_acting(aws: AwsLab, estate: Estate,

@@ -18,6 +18,7 @@ from engine.evaluate import Engine
 from engine.model import Resource
 from engine.policy import builtin_pack_dir, load_policies, policy_file_schema
 from engine.rego.common import RegoModule
+from engine.rego.inputs import plan_documents
 from engine.rego.policy import input_keys
 
 pytest.importorskip("regorus")
@@ -308,6 +309,6 @@ def test_plan_policy_sees_only_the_keys_it_reads(tmp_path: Path) -> None:
     plan = {"resource_changes": [{"address": "a"}], "planned_values": {"root_module": {}},
             "prior_state": {}}
     assert list(policy.rego.plan_input(plan)) == ["resource_changes"]
-    report = Engine([policy]).evaluate([], NOW, door="plan", plans=[plan])
+    report = Engine([policy]).evaluate([], NOW, door="plan", documents=plan_documents([plan]))
     assert [(f.message, f.resource.kind, f.resource.id) for f in report.findings] == [
         ("a", "plan", "plan")]

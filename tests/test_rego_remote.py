@@ -23,6 +23,7 @@ from engine.evaluate import Engine
 from engine.model import State
 from engine.policy import load_policies
 from engine.rego.common import RegoError, RegoUnavailable
+from engine.rego.inputs import plan_documents
 from engine.rego.remote import parse_opa_url
 from engine.sources.kubernetes import workload_resource
 from engine.sources.terraform import plan_resources, read_plan
@@ -82,7 +83,8 @@ def test_modules_are_uploaded_exactly_as_written_with_their_data(
     engine = Engine(load_policies([str(wrapper)]))
     plan_path = REPO / "tests" / "fixtures" / "plans" / "aws-gpu-plan.json"
     plan = read_plan(str(plan_path))
-    engine.evaluate(plan_resources(plan, "p", engine.catalog), NOW, door="plan", plans=[plan])
+    engine.evaluate(plan_resources(plan, "p", engine.catalog), NOW, door="plan",
+                    documents=plan_documents([plan]))
     module = (REGO_PACK / "gpu_spot_required.rego").read_text("utf-8")
     assert stub.policies == {"gpuwarden/gpu-spot-required/gpu_spot_required.rego": module}
     assert set(stub.data["gpuwarden"]["catalog"]) == {"instance_types", "accelerators",
@@ -100,8 +102,10 @@ def test_remote_and_embedded_give_the_same_plan_findings(
         plan_path = REPO / "tests" / "fixtures" / "plans" / f"{name}-gpu-plan.json"
         plan = read_plan(str(plan_path))
         resources = plan_resources(plan, str(plan_path), embedded.catalog)
-        expected = embedded.evaluate(resources, NOW, door="plan", plans=[plan]).to_json_dict()
-        actual = remote.evaluate(resources, NOW, door="plan", plans=[plan]).to_json_dict()
+        expected = embedded.evaluate(resources, NOW, door="plan",
+                                     documents=plan_documents([plan])).to_json_dict()
+        actual = remote.evaluate(resources, NOW, door="plan",
+                                 documents=plan_documents([plan])).to_json_dict()
         assert actual["findings"] == expected["findings"] and actual["findings"]
 
 

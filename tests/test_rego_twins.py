@@ -19,7 +19,12 @@ import yaml
 from engine.evaluate import Engine
 from engine.model import Finding, Report, State
 from engine.policy import CompiledPolicy, load_policies
-from engine.rego.inputs import admission_request, request_for_manifest, request_of
+from engine.rego.inputs import (
+    admission_request,
+    plan_documents,
+    request_for_manifest,
+    request_of,
+)
 from engine.sources.kubernetes import workload_resource
 from engine.sources.terraform import plan_resources, read_plan
 from tests.conftest import REFERENCE
@@ -64,7 +69,7 @@ def check_spot_plan(path: Path, engines: tuple[Engine, Engine]) -> list[Finding]
     plan = read_plan(str(path))
     resources = plan_resources(plan, str(path), yaml_engine.catalog)
     expected = yaml_engine.evaluate(resources, NOW, door="plan")
-    actual = rego_engine.evaluate(resources, NOW, door="plan", plans=[plan])
+    actual = rego_engine.evaluate(resources, NOW, door="plan", documents=plan_documents([plan]))
     assert comparable(actual) == comparable(expected)
     assert actual.summary.failed == expected.summary.failed
     assert actual.summary.unknown == expected.summary.unknown

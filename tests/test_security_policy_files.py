@@ -26,7 +26,7 @@ from engine.cli import main
 from engine.evaluate import Engine
 from engine.model import Resource
 from engine.policy import load_policies
-from engine.rego.inputs import fitted_marks, redacted_plan
+from engine.rego.inputs import fitted_marks, plan_documents, redacted_plan
 from engine.yamlsource import MAX_INT_CHARS
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -482,7 +482,8 @@ def secret_plan() -> dict[str, Any]:
 
 def test_plan_policies_never_see_sensitive_values(tmp_path: Path) -> None:
     [policy] = load_policies([str(rego_policy(tmp_path, SECRET_SCANNER, input_kind="plan"))])
-    report = Engine([policy]).evaluate([], NOW, door="plan", plans=[secret_plan()])
+    report = Engine([policy]).evaluate([], NOW, door="plan",
+                                       documents=plan_documents([secret_plan()]))
     seen = sorted(message for finding in report.findings
                   for message in finding.details.get("messages", [finding.message]))
     assert seen == ["SEEN-TOKEN-default", "SEEN-TOKEN-n", "SEEN-TOKEN-name",

@@ -3,11 +3,11 @@
 - **Per resource** (`input: resource | admission`): the engine's loop has already applied the
   categories and exemptions; a scope condition, when the policy has one, is tested first. No
   message is a pass.
-- **Per plan** (`input: plan`): one evaluation per plan document, without its secrets
-  (`engine.rego.inputs.redacted_plan`). A message's `resource` names
+- **Per plan** (`input: plan`): one evaluation per plan document (`PlanDocument`), without its
+  secrets (`engine.rego.inputs.redacted_plan`). A message's `resource` names
   a resource address; the finding is about the normalized resource with that id (its tags for
-  exemptions, its price for the dollar estimate, its remediation), else about the plan's change
-  at that address, else about the plan itself.
+  exemptions, its price for the dollar estimate, the remediation planned for it), else about the
+  plan's change at that address, else about the plan itself.
 - **Rules.** `deny` / `violation` fail with the policy's enforcement at the door; `warn` fails
   with at most `warn` (a `deny` door warns, `audit` stays `audit`); `unknown` is an undecidable
   (`unknown`) result. Messages of one resource with the same rule kind and severity make one
@@ -24,66 +24,73 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.conditions import EvalContext
 from engine.costs import Estimate, estimate
-from engine.labels import is_exempt, is_production
+from engine.evaluate import Judged, ProgramOutcome
+from engine.labels import is_exempt
 from engine.model import Door, Enforcement, Finding, Resource, ResourceRef
+from engine.policy import CompiledPolicy
 from engine.rego.common import RegoAborted, RegoError, RegoUnavailable
-from engine.rego.inputs import redacted_plan
+from engine.rego.inputs import PlanDocument
 from engine.rego.policy import RegoMessage, RegoProgram
-from remediations.registry import plan_remediation
-
-if TYPE_CHECKING:
-    from engine.evaluate import Engine
-    from engine.policy import CompiledPolicy
 
 _PROVIDERS = {"google": "gcp", "google-beta": "gcp", "azurerm": "azure", "azapi": "azure"}
 
 
-@dataclass
-class RegoOutcome:
-    findings: list[Finding] = field(default_factory=list)
-    passed: int = 0
-    exempted: int = 0
-
-
 def program_of(policy: CompiledPolicy) -> RegoProgram:
     program = policy.rego
-    assert program is not None, f"{policy.id} is not a Rego policy"
+    assert isinstance(program, RegoProgram), f"{policy.id} is not a Rego policy"
     return program
+
+
+class RegoFindings:
+    """The engine's evaluator of Rego policies (`engine.evaluate.ProgramEvaluator`)."""
+
+    def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
+                         door: Door, show_passed: bool) -> ProgramOutcome:
+        return resource_outcome(policy, resource, ctx, door, show_passed)
+
+    def documents_outcome(self, policy: CompiledPolicy, documents: Sequence[object],
+                          resources: Mapping[str, Resource], ctx: EvalContext
+                          ) -> ProgramOutcome:
+        return plan_outcome(policy, documents, resources, ctx)
 
 
 # ---------------------------------------------------------------------------- per resource
 
 
-def resource_outcome(engine: Engine, policy: CompiledPolicy, resource: Resource,
-                     ctx: EvalContext, door: Door, show_passed: bool) -> RegoOutcome:
+def resource_outcome(policy: CompiledPolicy, resource: Resource, ctx: EvalContext, door: Door,
+                     show_passed: bool) -> ProgramOutcome:
     program = program_of(policy)
     if not program.applies(door, resource):
-        return RegoOutcome()
+        return ProgramOutcome()
     scope = True if policy.scope is None else policy.scope.test(resource, ctx)
     if scope is False:
-        return RegoOutcome()
-    try:
-        messages = program.messages(program.input_for(resource, policy.spec.parameters), door)
-    except (RegoUnavailable, RegoError) as exc:
-        if door == "admission":
-            messages = [failure_message(program, exc)]
-        elif isinstance(exc, RegoAborted):
-            messages = [aborted_message(program, exc)]
-        else:
-            raise
+        return ProgramOutcome()
+    messages = _resource_messages(program, policy, resource, door)
     if scope is None:  # the scope is undecided: a violation is only as sure as the scope
         messages = [RegoMessage("unknown", m.msg, m.severity, m.resource, m.details)
                     if m.rule != "warn" else m for m in messages]
     if not messages:
-        passes = [pass_finding(engine, policy, resource, door)] if show_passed else []
-        return RegoOutcome(passes, passed=1)
-    return RegoOutcome(build_findings(engine, policy, resource, ResourceRef.of(resource),
-                                      messages, door))
+        passes = [Judged(pass_finding(policy, resource, door), resource, door)] \
+            if show_passed else []
+        return ProgramOutcome(passes, passed=1)
+    return ProgramOutcome(build_findings(policy, resource, ResourceRef.of(resource), messages,
+                                         door, ctx))
+
+
+def _resource_messages(program: RegoProgram, policy: CompiledPolicy, resource: Resource,
+                       door: Door) -> list[RegoMessage]:
+    try:
+        return program.messages(program.input_for(resource, policy.spec.parameters), door)
+    except (RegoUnavailable, RegoError) as exc:
+        if door == "admission":
+            return [failure_message(program, exc)]
+        if isinstance(exc, RegoAborted):
+            return [aborted_message(program, exc)]
+        raise
 
 
 def aborted_message(program: RegoProgram, exc: RegoAborted) -> RegoMessage:
@@ -99,32 +106,39 @@ def failure_message(program: RegoProgram, exc: Exception) -> RegoMessage:
 # ---------------------------------------------------------------------------- per plan
 
 
-def plan_outcome(engine: Engine, policies: Sequence[CompiledPolicy],
-                 plans: Sequence[Mapping[str, Any]], resources: Mapping[str, Resource],
-                 ) -> RegoOutcome:
-    outcome = RegoOutcome()
-    policies = [policy for policy in policies if policy.enforcement("plan") != "off"]
-    redacted = [redacted_plan(plan) for plan in plans] if policies else []
-    for policy in policies:
-        program = program_of(policy)
-        for index, plan in enumerate(redacted):
-            try:
-                messages = program.messages(program.plan_input(plan), "plan")
-            except RegoAborted as exc:
-                messages = [aborted_message(program, exc)]
-            changes: dict[str, Mapping[str, Any]] | None = None
-            for target, grouped in _by_target(messages).items():
-                resource = resources.get(target) if target else None
-                if resource is None and target and changes is None:
-                    changes = _changes_by_address(plan)
-                ref = ResourceRef.of(resource) if resource else _plan_ref(
-                    target, changes or {}, index, len(plans))
-                if _exempt(policy, resource, ref):
-                    outcome.exempted += 1
-                    continue
-                outcome.findings.extend(build_findings(engine, policy, resource, ref, grouped,
-                                                       "plan"))
+def plan_outcome(policy: CompiledPolicy, documents: Sequence[object],
+                 resources: Mapping[str, Resource], ctx: EvalContext) -> ProgramOutcome:
+    """One evaluation per plan document (`engine.rego.inputs.plan_documents`)."""
+    outcome = ProgramOutcome()
+    program = program_of(policy)
+    for index, document in enumerate(documents):
+        if not isinstance(document, PlanDocument):
+            raise TypeError("input: plan policies read engine.rego.inputs.PlanDocument "
+                            f"documents, not {type(document).__name__}")
+        _plan_document_outcome(outcome, policy, program, document.redacted, resources, ctx,
+                               (index, len(documents)))
     return outcome
+
+
+def _plan_document_outcome(outcome: ProgramOutcome, policy: CompiledPolicy,
+                           program: RegoProgram, plan: Mapping[str, Any],
+                           resources: Mapping[str, Resource], ctx: EvalContext,
+                           position: tuple[int, int]) -> None:
+    try:
+        messages = program.messages(program.plan_input(plan), "plan")
+    except RegoAborted as exc:
+        messages = [aborted_message(program, exc)]
+    changes: dict[str, Mapping[str, Any]] | None = None
+    for target, grouped in _by_target(messages).items():
+        resource = resources.get(target) if target else None
+        if resource is None and target and changes is None:
+            changes = _changes_by_address(plan)
+        ref = ResourceRef.of(resource) if resource else _plan_ref(target, changes or {},
+                                                                  *position)
+        if _exempt(policy, resource, ref):
+            outcome.exempted += 1
+            continue
+        outcome.judged.extend(build_findings(policy, resource, ref, grouped, "plan", ctx))
 
 
 def _by_target(messages: Iterable[RegoMessage]) -> dict[str | None, list[RegoMessage]]:
@@ -167,21 +181,21 @@ def _enforcement(policy: CompiledPolicy, rule: str, door: Door) -> Enforcement:
     return at_door
 
 
-def build_findings(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
-                   ref: ResourceRef, messages: Sequence[RegoMessage], door: Door,
-                   ) -> list[Finding]:
+def build_findings(policy: CompiledPolicy, resource: Resource | None, ref: ResourceRef,
+                   messages: Sequence[RegoMessage], door: Door, ctx: EvalContext,
+                   ) -> list[Judged]:
     groups: dict[tuple[str, Enforcement, str], list[RegoMessage]] = {}
     for message in messages:
         severity = (message.severity or policy.spec.severity).value
         key = (message.result, _enforcement(policy, message.rule, door), severity)
         groups.setdefault(key, []).append(message)
-    return [_finding(engine, policy, resource, ref, grouped, door, enforcement)
+    return [Judged(_finding(policy, resource, ref, grouped, enforcement, ctx), resource, door)
             for (_, enforcement, _), grouped in groups.items()]
 
 
-def _finding(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
-             ref: ResourceRef, messages: list[RegoMessage], door: Door,
-             enforcement: Enforcement) -> Finding:
+def _finding(policy: CompiledPolicy, resource: Resource | None, ref: ResourceRef,
+             messages: list[RegoMessage], enforcement: Enforcement,
+             ctx: EvalContext) -> Finding:
     first = messages[0]
     result = first.result
     details: dict[str, Any] = {"rule": first.rule}
@@ -190,7 +204,7 @@ def _finding(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
             details.setdefault(key, value)
     if len(messages) > 1:
         details["messages"] = [m.msg for m in messages]
-    cost = (estimate(policy.spec.cost, resource, engine.catalog, details) if resource
+    cost = (estimate(policy.spec.cost, resource, ctx.catalog, details) if resource
             else Estimate(0.0, "not priced: not a resource gpuwarden normalizes"))
     text = "; ".join(dict.fromkeys(m.msg for m in messages))
     if policy.spec.message:
@@ -199,22 +213,16 @@ def _finding(engine: Engine, policy: CompiledPolicy, resource: Resource | None,
             params=policy.spec.parameters, details=details, cost=cost.monthly_usd,
             verdict=result,
         )
-    remediation = None
-    if result == "fail" and resource is not None:
-        remediation = plan_remediation(policy.spec.remediations, resource, details,
-                                       enforcement=enforcement, door=door,
-                                       production=is_production(resource))
     return Finding(
         policy=policy.id, title=policy.spec.title, severity=first.severity or policy.spec.severity,
         result=result, resource=ref, message=text, enforcement=enforcement,
         estimated_monthly_usd=cost.monthly_usd if result == "fail" else 0.0,
-        cost_basis=cost.basis, remediation=remediation,
-        location=resource.location if resource else None, details=details,
+        cost_basis=cost.basis, location=resource.location if resource else None,
+        details=details,
     )
 
 
-def pass_finding(engine: Engine, policy: CompiledPolicy, resource: Resource,
-                 door: Door) -> Finding:
+def pass_finding(policy: CompiledPolicy, resource: Resource, door: Door) -> Finding:
     return Finding(
         policy=policy.id, title=policy.spec.title, severity=policy.spec.severity, result="pass",
         resource=ResourceRef.of(resource), message=f"{resource.name}: {policy.spec.title}",

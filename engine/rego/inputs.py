@@ -22,9 +22,11 @@ request is rebuilt from the object: operation `CREATE`, empty `uid` and `userInf
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from engine.model import Resource
@@ -127,6 +129,27 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+# ---------------------------------------------------------------------------- plan documents
+
+
+@dataclass(frozen=True, eq=False)
+class PlanDocument:
+    """A Terraform plan as `input: plan` policies receive it: the engine passes it through
+    unopened (`Engine.evaluate(documents=...)`); redacted once, the first time a policy reads
+    it."""
+
+    plan: Mapping[str, Any]
+
+    @cached_property
+    def redacted(self) -> dict[str, Any]:
+        return redacted_plan(self.plan)
+
+
+def plan_documents(plans: Iterable[Mapping[str, Any]]) -> list[PlanDocument]:
+    """The input documents of `Engine.evaluate` for the plans the resources came from."""
+    return [PlanDocument(plan) for plan in plans]
+
+
 # ---------------------------------------------------------------------------- plan secrets
 
 
@@ -169,7 +192,7 @@ def fitted_marks(value: Any, marks: Any) -> Any:
 
 
 def _redact(value: Any, marks: Any) -> Any:
-    from engine.sources.terraform import _redact as redact_marked
+    from engine.sources.terraform import redact_sensitive as redact_marked
 
     return redact_marked(value, fitted_marks(value, marks))
 
@@ -236,7 +259,7 @@ def _redacted_variables(variables: Mapping[str, Any], root: Any) -> dict[str, An
 def _redacted_config(module: Mapping[str, Any]) -> dict[str, Any]:
     """A configuration module: sensitive variables' defaults, secret-named expressions of its
     resources, and its module calls' modules."""
-    from engine.sources.terraform import _redact as redact_marked
+    from engine.sources.terraform import redact_sensitive as redact_marked
 
     result = dict(module)
     secret = _sensitive_names(module)

@@ -147,6 +147,14 @@ class RegoProgram:
         return self.spec.input == "plan"
 
     @property
+    def reads_documents(self) -> bool:
+        """A whole-plan policy: evaluated once per plan document (`engine.programs.Program`)."""
+        return self.reads_plan
+
+    def verdict(self, parameters: Mapping[str, Any]) -> Condition:
+        return RegoVerdict(self, parameters)
+
+    @property
     def paths(self) -> list[str]:
         return [query_path(self.package, rule) for rule in self.rules]
 
@@ -251,8 +259,10 @@ class RegoVerdict(Condition):
 
 
 def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | None,
-                 line: int | None = None) -> RegoProgram:
-    """Load modules and data, find the package's rules, build the evaluator."""
+                 line: int | None = None,
+                 environ: Mapping[str, str] | None = None) -> RegoProgram:
+    """Load modules and data, find the package's rules, build the evaluator. `environ`: the
+    environment the loading step read, for `token_env` (never read here)."""
     modules = tuple(_read_module(name, file, base_dir, line) for name in spec.modules)
     package = spec.package or modules[0].package
     if package is None:
@@ -269,13 +279,15 @@ def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | 
                          f"{', '.join(CONVENTION_RULES)}", file=file, line=line)
     data = _merged_data(spec.data, file, base_dir, line)
     paths = [query_path(package, rule) for rule in rules]
-    evaluator = _evaluator(spec, modules, data, paths, policy_id=policy_id, file=file, line=line)
+    evaluator = _evaluator(spec, modules, data, paths, policy_id=policy_id, file=file, line=line,
+                           environ=environ or {})
     keys = input_keys(modules) if spec.input == "plan" else None
     return RegoProgram(spec, policy_id, file, modules, data, package, rules, evaluator, keys)
 
 
 def _evaluator(spec: RegoSpec, modules: Sequence[RegoModule], data: Mapping[str, Any],
-               paths: list[str], *, policy_id: str, file: str, line: int | None) -> RegoEvaluator:
+               paths: list[str], *, policy_id: str, file: str, line: int | None,
+               environ: Mapping[str, str]) -> RegoEvaluator:
     if spec.evaluator == "embedded":
         from engine.rego.embedded import EmbeddedEvaluator
 
@@ -287,7 +299,7 @@ def _evaluator(spec: RegoSpec, modules: Sequence[RegoModule], data: Mapping[str,
 
     token = None
     if spec.token_env:
-        token = os.environ.get(spec.token_env)
+        token = environ.get(spec.token_env)
         if not token:
             raise InputError(f"policy {policy_id}: token_env {spec.token_env} is not set",
                              file=file, line=line)

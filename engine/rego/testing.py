@@ -44,7 +44,8 @@ from engine.evaluate import Engine
 from engine.model import Door, Enforcement, Finding, Resource, Severity, State
 from engine.policy import BUILTIN, CompiledPolicy, load_policies
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
-from engine.rego.inputs import admission_request, request_for_manifest, request_of
+from engine.rego.inputs import admission_request, plan_documents, request_for_manifest, request_of
+from engine.rego.policy import RegoProgram
 from engine.yamlsource import line_at, load_yaml_documents
 
 DEFAULT_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, inside business hours
@@ -173,9 +174,10 @@ def _test_modules(directory: Path, policies: Sequence[CompiledPolicy]) -> list[R
     """The policies' modules (as they name them) plus every other .rego file under DIR."""
     by_path: dict[str, RegoModule] = {}
     for policy in policies:
-        if policy.rego is None:
+        program = _program(policy)
+        if program is None:
             continue
-        for module, real in zip(policy.rego.modules, _real_paths(policy), strict=True):
+        for module, real in zip(program.modules, _real_paths(program, policy), strict=True):
             by_path.setdefault(os.path.realpath(str(real)), module)
     for path in sorted(directory.rglob("*.rego")):
         key = os.path.realpath(str(path))
@@ -184,18 +186,22 @@ def _test_modules(directory: Path, policies: Sequence[CompiledPolicy]) -> list[R
     return list(by_path.values())
 
 
-def _real_paths(policy: CompiledPolicy) -> list[Path]:
-    assert policy.rego is not None
+def _program(policy: CompiledPolicy) -> RegoProgram | None:
+    return policy.rego if isinstance(policy.rego, RegoProgram) else None
+
+
+def _real_paths(program: RegoProgram, policy: CompiledPolicy) -> list[Path]:
     base = policy.base_dir or Path.cwd()
     return [Path(name) if Path(name).is_absolute() else base / name
-            for name in policy.rego.spec.modules]
+            for name in program.spec.modules]
 
 
 def _policy_data(policies: Sequence[CompiledPolicy]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for policy in policies:
-        if policy.rego is not None:
-            _merge_into(merged, policy.rego.data)
+        program = _program(policy)
+        if program is not None:
+            _merge_into(merged, program.data)
     return merged
 
 
@@ -315,7 +321,7 @@ def _plan_case(engine: Engine, case: Case, base: Path, now: datetime) -> list[Fi
         plan = case.input if isinstance(case.input, dict) else {}
         check_plan_document(case.input, source)
     resources = plan_resources(plan, source, engine.catalog)
-    return engine.evaluate(resources, now, door="plan", plans=[plan]).findings
+    return engine.evaluate(resources, now, door="plan", documents=plan_documents([plan])).findings
 
 
 def _admission_case(engine: Engine, case: Case, base: Path, now: datetime) -> list[Finding]:

@@ -31,6 +31,7 @@ from engine.sources.kubernetes import gpu_model, pod_template_path, workload_res
 from engine.webhook.caches import ClusterCache
 from engine.webhook.review import AdmissionRequest, Decision, audit_key
 from remediations.kubernetes_patch import CLOUDS, Patch, mig_swap_patch, spot_placement_patch
+from remediations.planning import plan_remediations
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 EXEMPTION_AUDIT_KEY = "exemption"
@@ -78,7 +79,8 @@ class PolicyEvaluator:
         evaluation = Evaluation(findings=[])
         for policy_id, single in self.engines:
             started = time.perf_counter()
-            report = single.evaluate([resource], now, door="admission")
+            report = plan_remediations(single.assess([resource], now, door="admission"),
+                                       single.policies)
             evaluation.seconds_by_policy[policy_id] = time.perf_counter() - started
             evaluation.findings.extend(report.findings)
         return evaluation
