@@ -66,7 +66,7 @@ from engine.catalog import Catalog, builtin_catalog
 from engine.enrich import enrich
 from engine.errors import InputError, printable
 from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
-from engine.model import Capacity, Category, GpuSpec, Resource, State
+from engine.model import Capacity, Category, CostChange, GpuSpec, Resource, State
 
 SUPPORTED_FORMAT_MAJORS = frozenset({0, 1})
 SENSITIVE = "(sensitive)"
@@ -764,24 +764,15 @@ _CHANGE_KINDS: dict[tuple[str, ...], str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PlanCostChange:
-    """One change of the plan with its normalized resources before and after it.
-
-    For the cost diff only: the `before` side is read from `change.before` by the same
-    normalizers, so deletes and the old side of updates are priced like anything planned.
-    Policies never see these resources (`plan_resources` is what they evaluate).
-    """
-
-    address: str
-    action: str  # create | update | replace | delete | no-op
-    before: tuple[Resource, ...]
-    after: tuple[Resource, ...]
+# The cost diff's input is the core's `CostChange`; the `before` side is read from
+# `change.before` by the same normalizers, so deletes and the old side of updates are priced
+# like anything planned. The old name stays for its importers.
+PlanCostChange = CostChange
 
 
 def plan_cost_changes(
     plan: dict[str, Any], source: str, catalog: Catalog | None = None
-) -> list[PlanCostChange]:
+) -> list[CostChange]:
     """Every managed change of a mapped type (no-ops included, for totals) with its resources
     before and after. Resources keep `State.PLANNED` on both sides."""
     check_plan_document(plan, source)
@@ -798,8 +789,9 @@ def plan_cost_changes(
     before = _normalized_by_address(_before_plan(plan), source, catalog,
                                     {"update", "replace", "delete", "no-op"}, actions)
     return [
-        PlanCostChange(address, kind, tuple(before.get(address, ())),
-                       tuple(after.get(address, ())))
+        CostChange.model_validate({"address": address, "action": kind,
+                                   "before": tuple(before.get(address, ())),
+                                   "after": tuple(after.get(address, ()))})
         for address, kind in actions.items()
     ]
 
