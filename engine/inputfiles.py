@@ -7,6 +7,9 @@ Hostile input is normal input, so every file is read the same way:
   open descriptor (it may have been swapped in between). `-` reads standard input.
 - **A size cap**, `DEFAULT_MAX_INPUT_MB` unless `GPUWARDEN_MAX_INPUT_MB` says otherwise; never
   more than the cap is read, even from a file that grows while it is read.
+- **One reader for every input file**: `read_regular_file` does the above for plans and
+  snapshots here, and for policy files, Rego modules, data documents and budgets files
+  (`engine.yamlsource`, with the smaller policy file cap).
 - **Parsed documents are tidied once** (`tidy_document`), so nothing downstream meets what JSON
   and YAML allow but outputs cannot hold: nesting deeper than `MAX_DEPTH`, YAML aliases that
   expand far beyond the file, lone surrogates (replaced with U+FFFD), integers beyond 64 bits
@@ -64,6 +67,51 @@ def max_input_bytes() -> int:
     return int(setting) * 2**20
 
 
+class FileTooLarge(ValueError):
+    """A file with more than `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"larger than {limit // 1024} KiB")
+        self.limit = limit
+
+
+class NotRegularFile(OSError):
+    """A path that is a directory, FIFO, device or socket; `kind` says which ("a FIFO")."""
+
+    def __init__(self, path: str | os.PathLike[str], kind: str) -> None:
+        super().__init__(f"{path}: not a regular file")
+        self.kind = kind
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file at `path`: at most `limit` of them, never blocking.
+
+    Raises `NotRegularFile` for anything but a regular file (checked before the open, which is
+    non-blocking, and again on the open descriptor), `FileTooLarge` past `limit`, and `OSError`
+    when the file cannot be read.
+    """
+    _check_regular(os.stat(path).st_mode, path)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as stream:
+        status = os.fstat(stream.fileno())
+        _check_regular(status.st_mode, path)
+        if status.st_size > limit:
+            raise FileTooLarge(limit)
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(limit)
+    return data
+
+
+def _check_regular(mode: int, path: str | os.PathLike[str]) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise NotRegularFile(path, "a directory")
+    raise NotRegularFile(path, next((name for test, name in _FILE_KINDS if test(mode)),
+                                    "a special file"))
+
+
 def read_input_bytes(path: str, what: str, display: str | None = None, *,
                      stdin: bool = False) -> bytes:
     """The bytes of `path`, a regular file within the size cap; with `stdin`, "-" reads
@@ -76,25 +124,23 @@ def read_input_bytes(path: str, what: str, display: str | None = None, *,
     display = display or path
     limit = max_input_bytes()
     if stdin and path == "-":
-        return _within_cap(sys.stdin.buffer.read(limit + 1), limit, what, display)
-    hint = "; pass - to read standard input" if stdin else ""
-    _check_regular(os.stat(path).st_mode, path, f"cannot read {what}", hint, display)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(descriptor, "rb") as stream:
-        status = os.fstat(stream.fileno())
-        _check_regular(status.st_mode, path, f"cannot read {what}", hint, display)
-        if status.st_size > limit:
-            raise _too_large(what, display, limit)
-        return _within_cap(stream.read(limit + 1), limit, what, display)
+        return _read_stdin(limit, what, display)
+    try:
+        return read_regular_file(path, limit)
+    except NotRegularFile as exc:
+        if exc.kind == "a directory":
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path) from None
+        hint = "; pass - to read standard input" if stdin else ""
+        raise InputError(f"cannot read {what}: this is {exc.kind}, not a regular file{hint}",
+                         file=display) from None
+    except FileTooLarge:
+        raise _too_large(what, display, limit) from None
 
 
-def _check_regular(mode: int, path: str, problem: str, hint: str, display: str) -> None:
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-    kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
-    raise InputError(f"{problem}: this is {kind}, not a regular file{hint}", file=display)
+def _read_stdin(limit: int, what: str, display: str) -> bytes:
+    if sys.stdin is None:  # started with standard input closed
+        raise InputError(f"cannot read {what}: standard input is closed", file=display)
+    return _within_cap(sys.stdin.buffer.read(limit + 1), limit, what, display)
 
 
 def _within_cap(data: bytes, limit: int, what: str, display: str) -> bytes:

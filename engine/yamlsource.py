@@ -13,13 +13,14 @@ the file and line):
 - **Integers** longer than `MAX_INT_CHARS` characters are refused (Python refuses to convert
   more than 4,300 digits with a bare ValueError, and no field needs such numbers).
 - **File size**: `read_bounded_text` reads regular files only, at most `max_bytes` (policy files:
-  `MAX_POLICY_FILE_BYTES`, or `GPUWARDEN_MAX_POLICY_FILE_KB`).
+  `MAX_POLICY_FILE_BYTES`, or `GPUWARDEN_MAX_POLICY_FILE_KB`), with the reader every input file
+  shares (`engine.inputfiles.read_regular_file`: non-blocking, so a FIFO swapped in after the
+  check cannot hang it).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 import yaml
 
 from engine.errors import InputError
+from engine.inputfiles import FileTooLarge as FileTooLarge  # raised by read_bounded_bytes
+from engine.inputfiles import NotRegularFile, read_regular_file
 
 MAX_DEPTH = 128
 EXPANSION_FLOOR = 100_000
@@ -170,20 +173,10 @@ def max_policy_file_bytes() -> int:
     return MAX_POLICY_FILE_BYTES
 
 
-class FileTooLarge(ValueError):
-    pass
-
-
 def read_bounded_bytes(path: Path, limit: int) -> bytes:
     """The bytes of a regular file (a FIFO or device would block or never end); `OSError` when
     it cannot be read, `FileTooLarge` when it has more than `limit` bytes."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise OSError(f"{path}: not a regular file")
-    with open(path, "rb") as stream:
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise FileTooLarge(f"larger than {limit // 1024} KiB")
-    return data
+    return read_regular_file(path, limit)
 
 
 def read_bounded_text(path: Path, shown: str, what: str, max_bytes: int | None = None) -> str:
@@ -196,7 +189,7 @@ def read_bounded_text(path: Path, shown: str, what: str, max_bytes: int | None =
         raise InputError(f"{what} is larger than {limit // 1024} KiB (the limit; raise it with "
                          f"{MAX_POLICY_FILE_ENV}=N)", file=shown) from None
     except OSError as exc:
-        why = exc.strerror or ("not a regular file" if "regular" in str(exc) else exc)
+        why = "not a regular file" if isinstance(exc, NotRegularFile) else exc.strerror or exc
         raise InputError(f"cannot read {what}: {why}", file=shown) from None
     try:
         return data.decode("utf-8-sig")

@@ -411,6 +411,80 @@ def test_the_size_cap_applies_to_snapshots(tmp_path: Path) -> None:
     assert_report(run_gpuwarden("scan", "--source", spec))
 
 
+# ------------------------------------------------------------- one reader for every input file
+
+# Stands in for a FIFO swapped in between the reader's `stat` check and its `open`: `os.stat`
+# reports a regular file, the path is a FIFO nobody writes to. A blocking open would hang.
+SWAPPED_FOR_A_FIFO = """
+import os, sys
+from pathlib import Path
+from engine.errors import InputError
+fifo, reader = sys.argv[1], sys.argv[2]
+regular = os.stat(sys.executable)
+real_stat = os.stat
+os.stat = lambda path, *a, **k: regular if str(path) == fifo else real_stat(path, *a, **k)
+from engine import inputfiles, yamlsource
+from engine.sources.terraform import read_plan
+readers = {
+    "plan": lambda: read_plan(fifo),
+    "snapshot": lambda: inputfiles.read_input_bytes(fifo, "snapshot"),
+    "policy file": lambda: yamlsource.read_bounded_text(Path(fifo), fifo, "policy file"),
+    "rego module": lambda: yamlsource.read_bounded_bytes(Path(fifo), 2**20),
+}
+try:
+    readers[reader]()
+except (InputError, OSError) as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(("reader", "refusal"), [
+    ("plan", "cannot read plan: this is a FIFO, not a regular file; pass - to read standard"),
+    ("snapshot", "cannot read snapshot: this is a FIFO, not a regular file"),
+    ("policy file", "cannot read policy file: not a regular file"),
+    ("rego module", "not a regular file"),
+])
+def test_a_fifo_swapped_in_after_the_check_is_refused_without_blocking(
+        fifo: Path, reader: str, refusal: str) -> None:
+    result = subprocess.run([sys.executable, "-c", SWAPPED_FOR_A_FIFO, str(fifo), reader],
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert refusal in result.stdout
+
+
+def test_dev_stdin_as_a_pipe_is_refused_and_dash_reads_it(tmp_path: Path) -> None:
+    text = plan_text(change("aws_instance.gpu"))
+    refused = subprocess.run([sys.executable, "-m", "engine", "check-plan", "/dev/stdin"],
+                             input=text, capture_output=True, text=True,
+                             timeout=SUBPROCESS_TIMEOUT_S, check=False)
+    assert_one_line_exit_2(refused, "/dev/stdin: cannot read plan: this is a FIFO",
+                           "pass - to read standard input")
+    read = subprocess.run([sys.executable, "-m", "engine", "check-plan", "-", "-f", "json"],
+                          input=text, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S, check=False)
+    assert read.returncode == 1, read.stderr
+    assert json.loads(read.stdout)["summary"]["resources"] == 2  # the instance and its root disk
+
+
+def test_a_closed_standard_input_is_an_input_error() -> None:
+    script = f'exec "{sys.executable}" -m engine check-plan - <&-'
+    result = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                            timeout=SUBPROCESS_TIMEOUT_S, check=False)
+    assert_one_line_exit_2(result, "<stdin>: cannot read plan: standard input is closed")
+
+
+def test_policy_files_keep_their_own_smaller_cap(tmp_path: Path) -> None:
+    padding = " " * 1_500_000  # over the 1 MiB policy file cap, far under the input cap
+    policy = write(tmp_path, "policy.yaml", "# a policy file\n" + padding)
+    plan = write(tmp_path, "plan.json", plan_text(change("aws_instance.gpu")) + padding)
+    roomy = {"GPUWARDEN_MAX_INPUT_MB": "256"}
+    assert_input_error(run_gpuwarden("check-plan", str(plan), "--policies", str(policy),
+                                     env=roomy),
+                       "policy file is larger than 1024 KiB", "GPUWARDEN_MAX_POLICY_FILE_KB")
+    assert run_gpuwarden("check-plan", str(plan), env=roomy).code == 1
+
+
 # --------------------------------------------------------------------------- the helpers
 
 
