@@ -217,7 +217,7 @@ def _display_path(path: str) -> str | None:
 
 
 def _with_locations(resources: list[Resource], tf_dir: Path) -> list[Resource]:
-    from engine.sources.tf_locations import apply_locations, locate_resources
+    from engine.sources.terraform.locations import apply_locations, locate_resources
 
     if not tf_dir.is_dir():
         raise InputError("--tf-dir is not a directory", file=str(tf_dir))

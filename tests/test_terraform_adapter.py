@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from engine.sources.terraform import (
     plan_resources,
     read_plan,
 )
-from engine.sources.tf_locations import apply_locations, locate_resources, location_for
+from engine.sources.terraform.locations import apply_locations, locate_resources, location_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plans"
 TYPE_UNKNOWN = {"instance_type", "gpu", "hourly_usd"}
@@ -1624,6 +1626,28 @@ def test_location_for_relative_directory(tf_dir: Path, monkeypatch: pytest.Monke
     assert found == SourceLocation(file="infra/modules/train/main.tf", line=2)
     assert location_for("data.aws_ami.x", locations) is None
     assert location_for("nonsense", locations) is None
+
+
+def test_locate_resources_counts_lines_of_any_line_ending(tmp_path: Path) -> None:
+    write_tf(tmp_path, "crlf.tf", '# windows\r\n\r\nresource "aws_ebs_volume" "crlf" {\r\n}\r\n')
+    write_tf(tmp_path, "cr.tf", '# classic mac\r\rresource "aws_ebs_volume" "cr" {\r}\r')
+    locations = locate_resources(tmp_path)
+    assert locations["aws_ebs_volume.crlf"].line == 3
+    assert locations["aws_ebs_volume.cr"].line == 3
+
+
+def test_locate_resources_skips_a_fifo_without_blocking(tf_dir: Path) -> None:
+    fifo = tf_dir / "modules" / "train" / "zz.tf"
+    os.mkfifo(fifo)  # nobody writes: a blocking read would wait forever
+    found: dict[str, Any] = {}
+    scan = threading.Thread(target=lambda: found.update(locate_resources(tf_dir)), daemon=True)
+    scan.start()
+    scan.join(timeout=20)
+    if scan.is_alive():  # unblock the reader, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        scan.join(timeout=20)
+        pytest.fail("locate_resources blocked on a FIFO")
+    assert found["module.train.aws_instance.gpu"].line == 2
 
 
 def test_locate_resources_needs_a_directory(tmp_path: Path) -> None:

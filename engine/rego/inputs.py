@@ -192,7 +192,7 @@ def fitted_marks(value: Any, marks: Any) -> Any:
 
 
 def _redact(value: Any, marks: Any) -> Any:
-    from engine.sources.terraform import _redact as redact_marked
+    from engine.sources.terraform import redact_sensitive as redact_marked
 
     return redact_marked(value, fitted_marks(value, marks))
 
@@ -259,7 +259,7 @@ def _redacted_variables(variables: Mapping[str, Any], root: Any) -> dict[str, An
 def _redacted_config(module: Mapping[str, Any]) -> dict[str, Any]:
     """A configuration module: sensitive variables' defaults, secret-named expressions of its
     resources, and its module calls' modules."""
-    from engine.sources.terraform import _redact as redact_marked
+    from engine.sources.terraform import redact_sensitive as redact_marked
 
     result = dict(module)
     secret = _sensitive_names(module)

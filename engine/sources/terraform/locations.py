@@ -12,7 +12,8 @@ which is all a SARIF location or a PR annotation needs. Keys:
 
 Paths are the given directory joined with the file's path relative to it, so they stay relative
 when the directory is (`infra/modules/gpu/main.tf`). Directories named `.terraform` (downloaded
-modules) and other hidden directories are not scanned; unreadable files are skipped.
+modules) and other hidden directories are not scanned; unreadable files are skipped, and so is
+anything but a regular file within the input size cap (a FIFO named `x.tf` would block a read).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from engine.errors import InputError
+from engine.inputfiles import FileTooLarge, max_input_bytes, read_regular_file
 from engine.model import Resource, SourceLocation
 
 ANYWHERE = "**."
@@ -138,9 +140,11 @@ def _tf_files_below(root: Path) -> Iterator[Path]:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text("utf-8", errors="replace")
-    except OSError:
+        data = read_regular_file(path, max_input_bytes())
+    except (OSError, FileTooLarge):
         return ""
+    # as text mode reads it: universal newlines
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _location(root: Path, path: Path, line: int) -> SourceLocation:
