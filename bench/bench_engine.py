@@ -1,6 +1,6 @@
 """Benchmark the engine alone: N normalized resources against the built-in pack, on one core.
 
-Resources are built with `engine.model` before the clock starts (a deterministic mix of
+Resources are built with `engine.core.model` before the clock starts (a deterministic mix of
 instances, ASGs, node groups, launch templates, training jobs, notebooks, Kubernetes workloads,
 volumes and buckets; GPUs from the catalog, tags, telemetry, spot/on-demand, running/stopped/
 planned). Only `Engine.evaluate(resources, now)` is timed. The baseline, in the same run, is a
@@ -36,21 +36,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.catalog import Catalog, builtin_catalog  # noqa: E402
-from engine.conditions import EvalContext  # noqa: E402
-from engine.enrich import enrich  # noqa: E402
-from engine.evaluate import Engine, door_of  # noqa: E402
-from engine.labels import is_exempt  # noqa: E402
-from engine.model import (  # noqa: E402
-    Capacity,
-    Category,
-    GpuSpec,
-    Resource,
-    State,
-    Telemetry,
-)
+from engine.core.catalog import Catalog, builtin_catalog  # noqa: E402
+from engine.core.conditions import EvalContext  # noqa: E402
+from engine.core.enrich import enrich  # noqa: E402
+from engine.core.evaluate import Engine, door_of  # noqa: E402
+from engine.core.labels import is_exempt  # noqa: E402
+from engine.core.model import Capacity, Category, GpuSpec, Resource, State, Telemetry  # noqa: E402
+from engine.core.policy import BUILTIN  # noqa: E402
+from engine.loading.policies import load_policies  # noqa: E402
 from engine.pipeline import tune_collector  # noqa: E402
-from engine.policy import BUILTIN, load_policies  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 CATALOG_CSV = REPO / "engine" / "data" / "catalog" / "gpu_instances.csv"

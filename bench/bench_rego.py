@@ -46,9 +46,9 @@ sys.path.insert(0, str(REPO))
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
-from engine.evaluate import Engine  # noqa: E402
-from engine.model import Report, Resource, State  # noqa: E402
-from engine.policy import load_policies  # noqa: E402
+from engine.core.evaluate import Engine  # noqa: E402
+from engine.core.model import Report, Resource, State  # noqa: E402
+from engine.loading.policies import load_policies  # noqa: E402
 from engine.rego.inputs import (  # noqa: E402
     admission_request,
     plan_documents,

@@ -41,8 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.catalog import builtin_catalog  # noqa: E402
-from engine.model import Category, Resource, State  # noqa: E402
+from engine.core.catalog import builtin_catalog  # noqa: E402
+from engine.core.model import Category, Resource, State  # noqa: E402
 from engine.sources.kubernetes import workload_resource  # noqa: E402
 from engine.telemetry.join import join_readings  # noqa: E402
 from engine.telemetry.prometheus import (  # noqa: E402

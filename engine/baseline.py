@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from engine.errors import InputError
-from engine.evaluate import summarize
-from engine.model import Report
+from engine.core.errors import InputError
+from engine.core.evaluate import summarize
+from engine.core.model import Report
 
 BASELINE_SCHEMA = "gpuwarden.baseline/v1"
 Key = tuple[str, str]

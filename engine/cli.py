@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from engine import console
-from engine.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
-from engine.model import Report, Resource, Severity
+from engine.core.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
+from engine.core.model import Report, Resource, Severity
 from engine.outputs.registry import FORMATS
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def _emit(text: str, output: Path | None) -> None:
 def _finish(report: Report, engine: object, fmt: str, output: Path | None,
             source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool,
             quiet: bool = False) -> NoReturn:
-    from engine.evaluate import Engine
+    from engine.core.evaluate import Engine
     from engine.pipeline import Gate, apply_unknown_mode, render_context, render_report
 
     assert isinstance(engine, Engine)
@@ -355,7 +355,7 @@ def offhours_cmd(
     _check_choice("--format", fmt, ("text", "json"))
     import orjson
 
-    from engine.offhours import explain
+    from engine.core.offhours import explain
     from engine.pipeline import parse_instant
 
     result = explain(schedule, parse_instant(at))
@@ -373,7 +373,8 @@ def offhours_cmd(
 @policies_app.command("list")
 def policies_list(policies: PoliciesOpt = None) -> None:
     """One line per policy: id, severity, enforcement per door, title."""
-    from engine.policy import BUILTIN, load_policies
+    from engine.core.policy import BUILTIN
+    from engine.loading.policies import load_policies
 
     for policy in load_policies(policies or [BUILTIN]):
         doors = " ".join(f"{d}={policy.enforcement(d)}" for d in ("plan", "admission", "runtime"))
@@ -388,7 +389,8 @@ def policies_show(
     """Print one policy as loaded (after overrides), in YAML."""
     import yaml
 
-    from engine.policy import BUILTIN, load_policies
+    from engine.core.policy import BUILTIN
+    from engine.loading.policies import load_policies
 
     found = {p.id: p for p in load_policies(policies or [BUILTIN])}
     if policy_id not in found:
@@ -400,7 +402,7 @@ def policies_show(
 @policies_app.command("validate")
 def policies_validate(paths: Annotated[list[str], typer.Argument(metavar="PATH...")]) -> None:
     """Load and compile policy files; exit 2 with file:line on the first error."""
-    from engine.policy import load_policies
+    from engine.loading.policies import load_policies
 
     loaded = load_policies(paths)
     typer.echo(f"ok: {len(loaded)} policies valid")
@@ -426,7 +428,7 @@ def policies_schema() -> None:
     """JSON Schema of policy files, for editors."""
     import orjson
 
-    from engine.policy import policy_file_schema
+    from engine.core.policy import policy_file_schema
 
     typer.echo(orjson.dumps(policy_file_schema(), option=orjson.OPT_INDENT_2).decode())
 
@@ -486,7 +488,7 @@ def telemetry_show(
 ) -> None:
     """Each GPU reading a scan would use, and the resource it joins to (or none)."""
     _check_choice("--format", fmt, ("table", "json"))
-    from engine.catalog import builtin_catalog
+    from engine.core.catalog import builtin_catalog
     from engine.pipeline import parse_instant
     from engine.sources.registry import ScanOptions, collect_sources
     from engine.telemetry.commands import gather_and_join, render_joins

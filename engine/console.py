@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING
 
-from engine.errors import printable
+from engine.core.errors import printable
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

@@ -9,7 +9,7 @@ Hostile input is normal input, so every file is read the same way:
   more than the cap is read, even from a file that grows while it is read.
 - **One reader for every input file**: `read_regular_file` does the above for plans and
   snapshots here, and for policy files, Rego modules, data documents and budgets files
-  (`engine.yamlsource`, with the smaller policy file cap).
+  (`engine.core.yamltext`, with the smaller policy file cap).
 - **Parsed documents are tidied once** (`tidy_document`), so nothing downstream meets what JSON
   and YAML allow but outputs cannot hold: nesting deeper than `MAX_DEPTH`, YAML aliases that
   expand far beyond the file, lone surrogates (replaced with U+FFFD), integers beyond 64 bits
@@ -29,8 +29,8 @@ import sys
 from datetime import date, datetime
 from typing import Any
 
-from engine.errors import InputError, printable
-from engine.model import Resource
+from engine.core.errors import InputError, printable
+from engine.core.model import Resource
 
 DEFAULT_MAX_INPUT_MB = 256
 MAX_INPUT_ENV = "GPUWARDEN_MAX_INPUT_MB"

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 
 Mode = Literal["dry-run", "enforce"]
 MODES: tuple[Mode, ...] = ("dry-run", "enforce")
@@ -350,7 +350,7 @@ def _policy_path(value: str, where: str) -> str:
 
 
 def _builtin_pack() -> str:
-    from engine.policy import builtin_pack_dir
+    from engine.loading.policies import builtin_pack_dir
 
     return str(builtin_pack_dir())
 

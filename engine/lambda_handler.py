@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.lambda_config import (
     ENV_BUCKET,
     KNOWN_FIELDS,
@@ -41,8 +41,8 @@ from engine.lambda_config import (
 )
 
 if TYPE_CHECKING:  # names for annotations only; imported for real inside the run
-    from engine.evaluate import Engine
-    from engine.model import Report
+    from engine.core.evaluate import Engine
+    from engine.core.model import Report
     from engine.pipeline import ScanRequest, ScanResult
     from engine.sources.registry import Collected
     from remediations.runner import Deadline

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from engine import __version__
-from engine.catalog import Catalog, builtin_catalog, with_price_overrides
-from engine.errors import InputError, printable
-from engine.evaluate import Engine
-from engine.model import CostChange, Door, Report, Resource, Severity
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.errors import InputError, printable
+from engine.core.evaluate import Engine
+from engine.core.model import CostChange, Door, Report, Resource, Severity
+from engine.core.policy import BUILTIN, CompiledPolicy
+from engine.loading.policies import load_policies
+from engine.loading.prices import read_price_overrides
 from engine.outputs import PolicyMeta, RenderContext
-from engine.policy import BUILTIN, CompiledPolicy, load_policies
 
 if TYPE_CHECKING:
     from engine.sources.registry import Collected, ScanOptions
@@ -58,7 +60,7 @@ def parse_instant(text: str | None) -> datetime:
 
 def load_catalog(prices: Path | None) -> Catalog:
     base = builtin_catalog()
-    return with_price_overrides(base, prices) if prices else base
+    return read_price_overrides(base, prices) if prices else base
 
 
 def build_engine(policy_paths: Sequence[str] | None, prices: Path | None = None) -> Engine:
@@ -257,7 +259,7 @@ def apply_unknown_mode(report: Report, mode: UnknownMode) -> Report:
     """`--unknown pass` drops unknown verdicts; `warn` (default) lists them without gating."""
     if mode != "pass":
         return report
-    from engine.evaluate import summarize
+    from engine.core.evaluate import summarize
 
     kept = [f for f in report.findings if f.result != "unknown"]
     summary = summarize(kept, report.summary.resources, report.summary.passed,

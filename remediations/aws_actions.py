@@ -22,7 +22,7 @@ exactly these and checks them against the calls a run really makes.
 
 Each check reads the resource fresh (Describe/List/Get), its tags included, just before
 anything is changed: a resource that has become production or exempt since the scan is skipped
-(`engine.labels.protection`), with a `check` line in the audit log. Every call goes through a
+(`engine.core.labels.protection`), with a `check` line in the audit log. Every call goes through a
 client with at most `CALL_ATTEMPTS` attempts (botocore standard retries), so a throttled API
 costs seconds, not the scan's minutes of adaptive retries. The runner (`remediations.runner`)
 supplies the blast radius, deadline, audit log and failure handling. Spot, encryption and tags
@@ -35,8 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.labels import protection
-from engine.model import Finding, Report, Resource
+from engine.core.labels import protection
+from engine.core.model import Finding, Report, Resource
 from engine.sources.aws import AwsClients, apply_client_hooks
 from engine.sources.aws.permissions import IamDeclarations
 from remediations.runner import (

@@ -13,7 +13,7 @@
 
 Each check reads the resource fresh, its tags included (Tags API), before anything is changed:
 one that has become production or exempt since the listing is skipped
-(`engine.labels.protection`; the subscription's tags from the listing stay the fallback). The
+(`engine.core.labels.protection`; the subscription's tags from the listing stay the fallback). The
 runner
 (`remediations.runner`) supplies the blast radius, audit log and failure handling.
 """
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.labels import protection
-from engine.model import Finding, Report, Resource
+from engine.core.labels import protection
+from engine.core.model import Finding, Report, Resource
 from engine.sources.azure import (
     DISK_KIND,
     LINUX_VM_KIND,

@@ -10,8 +10,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from engine.errors import InputError
-from engine.model import Report
+from engine.core.errors import InputError
+from engine.core.model import Report
 from engine.sources.registry import Collected
 from remediations.runner import Deadline
 

@@ -11,7 +11,7 @@
   skipped, so the date is that of the first mark.
 
 Each check reads the instance fresh, its labels included, before anything is changed: one that
-has become production or exempt since the listing is skipped (`engine.labels.protection`; the
+has become production or exempt since the listing is skipped (`engine.core.labels.protection`; the
 project's labels from the listing stay the fallback). The runner
 (`remediations.runner`) supplies the blast radius, audit log and failure handling.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.labels import protection
-from engine.model import Finding, Report, Resource
+from engine.core.labels import protection
+from engine.core.model import Finding, Report, Resource
 from engine.sources.gcp import GcpClients, describe_error
 from remediations.runner import (
     Change,

@@ -6,7 +6,7 @@ kept in an annotation so the workload can be restored. Guard rails:
 - only findings whose remediation the planner marked `planned` (runtime deny, non-production);
 - at most `max_actions` patches per run (blast radius);
 - the object is read fresh before acting: one already stopped is skipped (idempotent), so is
-  one whose labels or annotations now make it production or exempt (`engine.labels.protection`,
+  one whose labels or annotations now make it production or exempt (`engine.core.labels.protection`,
   the namespace's labels from the scan as the fallback), and the patch carries its
   resourceVersion, so a concurrent change makes it fail instead of clobbering;
 - past the run's deadline nothing more is started (`deadline reached`);
@@ -25,9 +25,9 @@ from typing import IO, Any
 
 import orjson
 
-from engine.errors import InputError
-from engine.labels import protection
-from engine.model import Finding, Remediation, Report, Resource
+from engine.core.errors import InputError
+from engine.core.labels import protection
+from engine.core.model import Finding, Remediation, Report, Resource
 from remediations.runner import DEADLINE_REACHED, Deadline, default_actor
 
 PREVIOUS_REPLICAS = "gpuwarden.io/previous-replicas"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from engine.evaluate import Evaluation, Judged
-from engine.labels import is_production, production_reason
-from engine.model import Door, Enforcement, Finding, Remediation, Report, Resource
-from engine.policy import CompiledPolicy
+from engine.core.evaluate import Evaluation, Judged
+from engine.core.labels import is_production, production_reason
+from engine.core.model import Door, Enforcement, Finding, Remediation, Report, Resource
+from engine.core.policy import CompiledPolicy
 from remediations.registry import ACTIONS
 
 

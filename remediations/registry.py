@@ -2,7 +2,7 @@
 
 An action is either advice (what to change, e.g. the Terraform attribute to set) or a mutating
 action (stop, scale to zero, tag) that the enforcement runner may apply in enforce mode. The
-names are the policy language's (`engine.policy.REMEDIATION_ACTIONS`, which validates a
+names are the policy language's (`engine.core.policy.REMEDIATION_ACTIONS`, which validates a
 policy's `remediations:`); registering any other name is refused.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.model import Category, Resource
-from engine.policy import REMEDIATION_ACTIONS
+from engine.core.model import Category, Resource
+from engine.core.policy import REMEDIATION_ACTIONS
 
 Advice = Callable[[Resource, dict[str, Any]], str]
 
@@ -32,7 +32,7 @@ ACTIONS: dict[str, Action] = {}
 def action(name: str, description: str, *, mutating: bool) -> Callable[[Advice], Advice]:
     if name not in REMEDIATION_ACTIONS:
         raise ValueError(f"remediation action {name!r} is not in the policy language "
-                         "(engine.policy.REMEDIATION_ACTIONS)")
+                         "(engine.core.policy.REMEDIATION_ACTIONS)")
 
     def register(func: Advice) -> Advice:
         ACTIONS[name] = Action(name, description, mutating, func)

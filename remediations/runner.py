@@ -37,8 +37,8 @@ from typing import IO, Any, Literal
 import orjson
 
 from engine import __version__
-from engine.errors import InputError
-from engine.model import Finding, Remediation, Report, Resource
+from engine.core.errors import InputError
+from engine.core.model import Finding, Remediation, Report, Resource
 
 Status = Literal["applied", "skipped", "failed"]
 Clock = Callable[[], datetime]

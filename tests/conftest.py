@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.enrich import enrich
-from engine.evaluate import Engine
-from engine.model import Resource
-from engine.policy import load_policies
+from engine.core.catalog import builtin_catalog
+from engine.core.enrich import enrich
+from engine.core.evaluate import Engine
+from engine.core.model import Resource
+from engine.loading.policies import load_policies
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "data" / "reference"  # copies of public inputs; see its SOURCES.md

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.model import Finding, Remediation, Report, ResourceRef, Severity
+from engine.core.catalog import builtin_catalog
+from engine.core.model import Finding, Remediation, Report, ResourceRef, Severity
 from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.aws import AwsClients, collect
 from engine.sources.registry import ScanOptions

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.errors import InputError
-from engine.model import Capacity, Category, Resource, State
+from engine.core.catalog import builtin_catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, Resource, State
 from engine.sources.aws import clients as aws_clients
 from engine.sources.aws import collect, customer_key, read_snapshot_section, region_resources
 from engine.sources.aws import compute as aws_compute
@@ -546,7 +546,7 @@ def test_the_adapter_does_not_import_boto3_until_it_scans() -> None:
 
 
 def test_training_job_checkpoint_uri_is_normalized() -> None:
-    from engine.catalog import builtin_catalog
+    from engine.core.catalog import builtin_catalog
     from engine.sources.aws import region_resources
 
     job = {"TrainingJobName": "ft", "TrainingJobStatus": "InProgress",

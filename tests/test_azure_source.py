@@ -39,10 +39,10 @@ from azure.mgmt.containerservice import models as km  # noqa: E402
 from azure.mgmt.resource.resources import models as rm  # noqa: E402
 from azure.mgmt.resource.subscriptions import models as sm  # noqa: E402
 
-from engine.catalog import builtin_catalog  # noqa: E402
 from engine.cli import main  # noqa: E402
-from engine.errors import InputError  # noqa: E402
-from engine.model import Capacity, Category, State  # noqa: E402
+from engine.core.catalog import builtin_catalog  # noqa: E402
+from engine.core.errors import InputError  # noqa: E402
+from engine.core.model import Capacity, Category, State  # noqa: E402
 from engine.sources import azure  # noqa: E402
 from engine.sources.registry import ScanOptions  # noqa: E402
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot  # noqa: E402

@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from engine.evaluate import Engine
-from engine.model import Door, GpuSpec, Resource, Telemetry
+from engine.core.evaluate import Engine
+from engine.core.model import Door, GpuSpec, Resource, Telemetry
 from engine.pipeline import evaluate_and_plan
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
@@ -217,7 +217,7 @@ def test_encryption_at_rest(builtin_engine: Engine, make_resource: Make,
 def test_encryption_with_customer_key_required(tmp_path: object, make_resource: Make) -> None:
     from pathlib import Path
 
-    from engine.policy import load_policies
+    from engine.loading.policies import load_policies
 
     override = Path(str(tmp_path)) / "cmk.yaml"
     override.write_text(

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from engine import console
-from engine.catalog import Catalog
-from engine.errors import InputError, install_hint, printable
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError, install_hint, printable
 from engine.sources.registry import Collected, ScanOptions
 from tests.conftest import REPO
 from tests.test_cli import GPU_PLAN, run_cli

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import Resource, Telemetry
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import Resource, Telemetry
+from engine.core.policy import REMEDIATION_ACTIONS, CompiledPolicy
+from engine.loading.policies import load_policies
 from engine.pipeline import evaluate_and_plan
-from engine.policy import REMEDIATION_ACTIONS, CompiledPolicy, load_policies
 from engine.rego.policy import RegoProgram
 from engine.rego.remote import RemoteEvaluator
 from remediations.planning import plan_remediations
@@ -43,11 +44,11 @@ def test_the_builtin_pack_loads_and_evaluates_without_any_outer_layer() -> None:
     imported = fresh_interpreter(f"""
         import sys
         from datetime import datetime, UTC
-        from engine.catalog import builtin_catalog
-        from engine.enrich import enrich
-        from engine.evaluate import Engine
-        from engine.model import Resource
-        from engine.policy import load_policies
+        from engine.core.catalog import builtin_catalog
+        from engine.core.enrich import enrich
+        from engine.core.evaluate import Engine
+        from engine.core.model import Resource
+        from engine.loading.policies import load_policies
 
         engine = Engine(load_policies(["builtin"]))
         box = enrich(Resource(provider="aws", kind="aws_instance", category="instance",
@@ -63,7 +64,7 @@ def test_the_builtin_pack_loads_and_evaluates_without_any_outer_layer() -> None:
 def test_a_rego_block_imports_the_rego_kind_on_demand() -> None:
     imported = fresh_interpreter("""
         import sys
-        from engine.policy import load_policies
+        from engine.loading.policies import load_policies
 
         [policy] = [p for p in load_policies(["policies/rego"])
                     if p.id == "required-cost-tags"]

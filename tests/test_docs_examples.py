@@ -25,15 +25,16 @@ import hcl2
 import pytest
 import yaml
 
-from engine.catalog import builtin_catalog
-from engine.conditions import _OP_ALIASES, CHECKS, OPERATORS, EvalContext, compile_condition
-from engine.costs import ESTIMATORS
+from engine.core.catalog import builtin_catalog
+from engine.core.conditions import _OP_ALIASES, CHECKS, OPERATORS, EvalContext, compile_condition
+from engine.core.costs import ESTIMATORS
+from engine.core.evaluate import Engine
+from engine.core.model import Category, Finding, Remediation, Report, ResourceRef, Summary
+from engine.core.policy import PolicySpec
+from engine.core.yamltext import load_yaml_documents
 from engine.demo import demo_snapshot_path
-from engine.evaluate import Engine
-from engine.model import Category, Finding, Remediation, Report, ResourceRef, Summary
-from engine.policy import PolicySpec, load_policies
+from engine.loading.policies import load_policies
 from engine.sources.snapshot import load_snapshot_resources
-from engine.yamlsource import load_yaml_documents
 from remediations.registry import ACTIONS
 from tests.conftest import REPO
 from tests.test_docs_blocks import (
@@ -327,7 +328,7 @@ def test_every_documented_field_path_loads() -> None:
 def test_policy_schema_names_its_dialect_and_is_valid() -> None:
     from jsonschema import Draft202012Validator
 
-    from engine.policy import policy_file_schema
+    from engine.core.policy import policy_file_schema
 
     schema = policy_file_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"

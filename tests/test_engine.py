@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import builtin_catalog, with_price_overrides
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import GpuSpec, Resource
-from engine.policy import load_policies
+from engine.core.catalog import builtin_catalog
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import GpuSpec, Resource
+from engine.loading.policies import load_policies
+from engine.loading.prices import read_price_overrides
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
 Make = Callable[..., Resource]
@@ -105,7 +106,7 @@ def test_unknown_finding_explains_what_is_missing(builtin_engine: Engine,
 def test_price_override_file_changes_estimates(tmp_path: Path, make_resource: Make) -> None:
     prices = tmp_path / "prices.csv"
     prices.write_text("instance_type,on_demand_usd_hr\np3.2xlarge,1.00\n")
-    catalog = with_price_overrides(builtin_catalog(), prices)
+    catalog = read_price_overrides(builtin_catalog(), prices)
     assert catalog.instance("p3.2xlarge") is not None
     assert catalog.instance("p3.2xlarge").on_demand_usd_hr == 1.0  # type: ignore[union-attr]
     assert builtin_catalog().instance("p3.2xlarge").on_demand_usd_hr == 3.06  # type: ignore[union-attr]
@@ -122,7 +123,7 @@ def test_bad_price_file(tmp_path: Path, text: str, fragment: str) -> None:
     prices = tmp_path / "prices.csv"
     prices.write_text(text)
     with pytest.raises(InputError, match=fragment):
-        with_price_overrides(builtin_catalog(), prices)
+        read_price_overrides(builtin_catalog(), prices)
 
 
 def test_catalog_mig_tables_follow_the_gpu_model() -> None:

@@ -23,12 +23,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import templates
-from engine.catalog import builtin_catalog
 from engine.cli import main
-from engine.enrich import enrich
-from engine.model import Resource
-from engine.policy import load_policies
+from engine.core import templates
+from engine.core.catalog import builtin_catalog
+from engine.core.enrich import enrich
+from engine.core.model import Resource
+from engine.loading.policies import load_policies
 
 EXAMPLES = int(os.environ.get("GPUWARDEN_FUZZ_EXAMPLES", "50"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,

@@ -30,10 +30,10 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import RefreshError
 from google.cloud import compute_v1, resourcemanager_v3
 
-from engine.catalog import builtin_catalog
 from engine.cli import main
-from engine.errors import InputError
-from engine.model import Capacity, Category, State
+from engine.core.catalog import builtin_catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, State
 from engine.sources import gcp
 from engine.sources.registry import ScanOptions
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot

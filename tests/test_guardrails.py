@@ -26,16 +26,16 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.budget import inline_budgets, run_rate, team_of
-from engine.budget_files import read_budgets_file
-from engine.catalog import HOURS_PER_MONTH, builtin_catalog
 from engine.cli import main
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import Capacity, Finding, Report, Resource, Severity, State
+from engine.core.budget import inline_budgets, run_rate, team_of
+from engine.core.catalog import HOURS_PER_MONTH, builtin_catalog
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import Capacity, Finding, Report, Resource, Severity, State
+from engine.loading.budget_files import read_budgets_file
+from engine.loading.policies import load_policies
 from engine.outputs import RenderContext
 from engine.outputs.markdown import render as render_markdown
-from engine.policy import load_policies
 from engine.sources.kubernetes import load_manifests, workload_resource
 from engine.sources.kubernetes.cluster import ClusterState, cluster_resources, kubernetes_snapshot
 from engine.sources.snapshot import SnapshotContext, snapshot_resources
@@ -718,8 +718,8 @@ def test_budgets_file_errors_name_the_file_and_line(tmp_path: Path) -> None:
 def test_budgets_file_is_read_by_the_loader_once_never_while_compiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from engine import parameter_files
-    from engine.policy import compile_policy
+    from engine.loading import parameter_files
+    from engine.core.policy import compile_policy
 
     reads: list[str] = []
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.model import Finding, Remediation, Report, Resource, ResourceRef, Severity
+from engine.core.catalog import builtin_catalog
+from engine.core.model import Finding, Remediation, Report, Resource, ResourceRef, Severity
 from engine.sources.aws import discovery, inventory
 from engine.sources.aws.permissions import IamGrant
 from engine.sources.aws.scan import collect

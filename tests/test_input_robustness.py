@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from engine.cli import main
+from engine.core.model import Resource
 from engine.inputfiles import (
     MAX_DEPTH,
     MAX_IDENTIFIER,
@@ -32,7 +33,6 @@ from engine.inputfiles import (
     max_input_bytes,
     tidy_document,
 )
-from engine.model import Resource
 
 FORMATS = ("table", "json", "sarif", "junit", "markdown", "html", "policyreport")
 SUBPROCESS_TIMEOUT_S = 60
@@ -418,12 +418,13 @@ def test_the_size_cap_applies_to_snapshots(tmp_path: Path) -> None:
 SWAPPED_FOR_A_FIFO = """
 import os, sys
 from pathlib import Path
-from engine.errors import InputError
+from engine.core.errors import InputError
 fifo, reader = sys.argv[1], sys.argv[2]
 regular = os.stat(sys.executable)
 real_stat = os.stat
 os.stat = lambda path, *a, **k: regular if str(path) == fifo else real_stat(path, *a, **k)
-from engine import inputfiles, yamlsource
+from engine import inputfiles
+from engine.loading import files as yamlsource
 from engine.sources.terraform import read_plan
 readers = {
     "plan": lambda: read_plan(fifo),

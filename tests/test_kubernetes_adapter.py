@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.catalog import Catalog, InstanceType, builtin_catalog
-from engine.errors import InputError
-from engine.model import Capacity, Category, Resource, State
+from engine.core.catalog import Catalog, InstanceType, builtin_catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, Resource, State
 from engine.sources.kubernetes import (
     SPOT_LABELS,
     SPOT_TOLERATIONS,

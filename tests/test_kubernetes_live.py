@@ -24,10 +24,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from engine.catalog import builtin_catalog
 from engine.cli import main
-from engine.errors import InputError
-from engine.model import Capacity, State
+from engine.core.catalog import builtin_catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, State
 from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.kubernetes import ClusterState, cluster_resources, kubernetes_snapshot
 from engine.sources.kubernetes.live import list_cluster

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.model import Capacity
+from engine.core.model import Capacity
 from engine.sources.kubernetes import (
     SPOT_LABELS,
     SPOT_TOLERATIONS,

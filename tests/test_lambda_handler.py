@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine import lambda_config, lambda_handler
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.lambda_handler import handler, parse_run_config, report_key, run_id_for
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 from tests.test_startup_imports import heavy, imported_modules
@@ -668,7 +668,7 @@ def test_importing_the_handler_imports_no_sdk_nor_the_engine() -> None:
     names = imported_modules(result.stderr)
     assert "engine.lambda_handler" in names
     assert heavy(names) == [], f"provider SDKs imported at module level: {heavy(names)}"
-    assert not {"engine.sources.aws", "engine.pipeline", "engine.evaluate",
+    assert not {"engine.sources.aws", "engine.pipeline", "engine.core.evaluate",
                 "remediations.enforce", "pydantic"} & names
 
 
@@ -717,8 +717,8 @@ def test_build_script_packages_the_wheel_layout_reproducibly(tmp_path: Path) -> 
     # From the unpacked zip (as /var/task), the built-in pack and catalog are found.
     task = tmp_path / "task"
     code = ("import engine, engine.lambda_handler\n"
-            "from engine.policy import builtin_pack_dir, load_policies\n"
-            "from engine.catalog import builtin_catalog\n"
+            "from engine.loading.policies import builtin_pack_dir, load_policies\n"
+            "from engine.core.catalog import builtin_catalog\n"
             "print(engine.__file__)\nprint(builtin_pack_dir())\n"
             "print(len(load_policies(['builtin'])))\nbuiltin_catalog()")
     result = subprocess.run([sys.executable, "-c", code], cwd=task, capture_output=True,
@@ -728,7 +728,7 @@ def test_build_script_packages_the_wheel_layout_reproducibly(tmp_path: Path) -> 
     engine_file, pack, count = result.stdout.split()
     assert Path(engine_file).is_relative_to(task)
     assert Path(pack) == task / "engine" / "builtin_policies"
-    from engine.policy import load_policies
+    from engine.loading.policies import load_policies
 
     assert int(count) == len(load_policies(["builtin"]))
 

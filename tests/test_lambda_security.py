@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from engine import lambda_handler
 from engine.lambda_handler import KNOWN_FIELDS, handler, parse_run_config
-from engine.policy import builtin_pack_dir
+from engine.loading.policies import builtin_pack_dir
 from remediations.runner import DEADLINE_REACHED
 from tests import test_lambda_handler as lambda_tests
 from tests.conftest import OFF_HOURS

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.offhours import (
+from engine.core.offhours import (
     DEFAULT_SCHEDULE,
     TZ_ALIASES,
     OffhoursError,

@@ -1,4 +1,5 @@
-"""Reporters: every output format rendered from Reports built directly from engine.model objects."""
+"""Reporters: every output format rendered from Reports built directly from engine.core.model
+objects."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine.errors import InputError
-from engine.model import (
+from engine.core.errors import InputError
+from engine.core.model import (
     Finding,
     Remediation,
     Report,

@@ -9,11 +9,12 @@ import jsonschema
 import pytest
 import yaml
 
-from engine.catalog import builtin_catalog
-from engine.conditions import EvalContext, compile_condition
-from engine.errors import InputError
-from engine.model import Resource
-from engine.policy import builtin_pack_dir, load_policies, policy_file_schema
+from engine.core.catalog import builtin_catalog
+from engine.core.conditions import EvalContext, compile_condition
+from engine.core.errors import InputError
+from engine.core.model import Resource
+from engine.core.policy import policy_file_schema
+from engine.loading.policies import builtin_pack_dir, load_policies
 from tests.conftest import OFF_HOURS
 
 CTX = EvalContext(now=OFF_HOURS, catalog=builtin_catalog())

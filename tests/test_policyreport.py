@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from engine.cli import main
+from engine.core.evaluate import Engine
+from engine.core.model import Finding, Report
 from engine.demo import demo_snapshot_path
-from engine.evaluate import Engine
-from engine.model import Finding, Report
 from engine.outputs import RenderContext
 from engine.outputs.policyreport import policy_reports, render
 from engine.pipeline import policy_meta

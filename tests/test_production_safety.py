@@ -1,4 +1,4 @@
-"""Enforcement never touches production: the one definition of production (engine.labels) fails
+"""Enforcement never touches production: the one definition of production (engine.core.labels) fails
 safe, the executors re-read tags just before acting, and a throttled API or a deadline cannot
 make a run overstay. AWS parts run against moto in server mode (tests/conftest_aws.py)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.labels import (
+from engine.core.catalog import builtin_catalog
+from engine.core.labels import (
     environment,
     exempt_ids,
     is_production,

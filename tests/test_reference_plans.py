@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.model import Capacity, Category, Resource
+from engine.core.model import Capacity, Category, Resource
 from engine.sources.terraform import plan_resources, read_plan
 from tests.conftest import REFERENCE
 

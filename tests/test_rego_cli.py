@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from engine.cli import main
-from engine.evaluate import Engine
-from engine.policy import load_policies
+from engine.core.evaluate import Engine
+from engine.loading.policies import load_policies
 
 pytest.importorskip("regorus")
 

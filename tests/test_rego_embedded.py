@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
 
 pytest.importorskip("regorus")

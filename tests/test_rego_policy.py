@@ -13,10 +13,11 @@ import jsonschema
 import pytest
 import yaml
 
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import Resource
-from engine.policy import builtin_pack_dir, load_policies, policy_file_schema
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import Resource
+from engine.core.policy import policy_file_schema
+from engine.loading.policies import builtin_pack_dir, load_policies
 from engine.rego.common import RegoModule
 from engine.rego.inputs import plan_documents
 from engine.rego.policy import input_keys

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from engine.cli import main
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import State
-from engine.policy import load_policies
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import State
+from engine.loading.policies import load_policies
 from engine.rego.common import RegoError, RegoUnavailable
 from engine.rego.inputs import plan_documents
 from engine.rego.remote import parse_opa_url

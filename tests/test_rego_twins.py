@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.evaluate import Engine
-from engine.model import Finding, Report, State
-from engine.policy import CompiledPolicy, load_policies
+from engine.core.evaluate import Engine
+from engine.core.model import Finding, Report, State
+from engine.core.policy import CompiledPolicy
+from engine.loading.policies import load_policies
 from engine.rego.inputs import (
     admission_request,
     plan_documents,

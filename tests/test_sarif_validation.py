@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from engine.model import Finding, Remediation, Report, ResourceRef, Severity, SourceLocation
+from engine.core.model import Finding, Remediation, Report, ResourceRef, Severity, SourceLocation
 from engine.outputs import PolicyMeta, RenderContext, sarif
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import pytest
 
 from engine import lambda_config, lambda_handler
-from engine.errors import InputError
+from engine.core.errors import InputError
 
 hcl2 = pytest.importorskip("hcl2")
 
@@ -243,7 +243,7 @@ def test_tag_writes_are_limited_to_gpuwarden_keys(module: dict[str, Any]) -> Non
 def test_remediation_actions_cover_what_the_builtin_pack_enforces(module: dict[str, Any]
                                                                   ) -> None:
     """The default remediation_actions grant what the built-in runtime-deny policies use."""
-    from engine.policy import load_policies
+    from engine.loading.policies import load_policies
     from remediations.registry import ACTIONS
 
     needed = {name for policy in load_policies(["builtin"])

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import yaml
 
-from engine import templates
 from engine.cli import main
-from engine.evaluate import Engine
-from engine.model import Resource
-from engine.policy import load_policies
+from engine.core import templates
+from engine.core.evaluate import Engine
+from engine.core.model import Resource
+from engine.core.yamltext import MAX_INT_CHARS
+from engine.loading.policies import load_policies
 from engine.rego.inputs import fitted_marks, plan_documents, redacted_plan
-from engine.yamlsource import MAX_INT_CHARS
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.model import Capacity, Category, GpuSpec, Resource, State
+from engine.core.catalog import builtin_catalog
+from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 from engine.sources.kubernetes import workload_resource
 from engine.telemetry.hosts import host_keys, parse_provider_id
 from engine.telemetry.join import join_readings, summarize

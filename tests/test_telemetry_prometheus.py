@@ -20,8 +20,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from engine.catalog import builtin_catalog
 from engine.cli import main
+from engine.core.catalog import builtin_catalog
 from engine.sources.registry import Collected, ScanOptions, collect_sources
 from engine.telemetry import attach_telemetry
 from engine.telemetry.prometheus import (

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.durations import format_duration, parse_duration
-from engine.errors import InputError
+from engine.core.durations import format_duration, parse_duration
+from engine.core.errors import InputError
 from engine.telemetry.series import (
     SeriesFolder,
     drop_mig_parents,
@@ -114,7 +114,7 @@ def test_format_duration() -> None:
 
 
 def test_a_bad_policy_window_is_a_policy_error(tmp_path: Path) -> None:
-    from engine.policy import load_policies
+    from engine.loading.policies import load_policies
 
     path = tmp_path / "o.yaml"
     path.write_text("apiVersion: gpuwarden.io/v1\noverrides:\n  gpu-idle:\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import builtin_catalog
-from engine.errors import InputError
-from engine.model import Capacity, Category, Resource, SourceLocation, State
+from engine.core.catalog import builtin_catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, Resource, SourceLocation, State
 from engine.sources.terraform import (
     SUPPORTED_TYPES,
     check_plan_document,

@@ -22,9 +22,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import InputError
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.inputfiles import MAX_DEPTH
-from engine.model import Resource
 from engine.sources.terraform import SUPPORTED_TYPES, plan_resources, read_plan
 from tests.conftest import REFERENCE
 from tests.test_input_robustness import FORMATS, CliRun, run_gpuwarden

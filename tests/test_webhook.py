@@ -39,9 +39,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from engine.cli import app as cli_app
-from engine.evaluate import Engine
-from engine.model import Resource
-from engine.policy import load_policies
+from engine.core.evaluate import Engine
+from engine.core.model import Resource
+from engine.loading.policies import load_policies
 from engine.sources.kubernetes import load_manifests, workload_resource
 from engine.webhook.admission import AdmissionSettings, Evaluation, PolicyEvaluator
 from engine.webhook.app import WebhookSettings, create_app, parse_go_duration

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.evaluate import Engine
-from engine.policy import load_policies
+from engine.core.evaluate import Engine
+from engine.loading.policies import load_policies
 from engine.webhook.app import create_app
 from engine.webhook.caches import ClusterCache, StaticLister
 from engine.webhook.review import MAX_BODY_BYTES

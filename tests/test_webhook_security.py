@@ -20,10 +20,10 @@ import httpx
 import pytest
 import trustme
 
-from engine.catalog import MAX_REMEMBERED, Catalog, builtin_catalog
-from engine.evaluate import Engine
-from engine.model import Resource
-from engine.policy import load_policies
+from engine.core.catalog import MAX_REMEMBERED, Catalog, builtin_catalog
+from engine.core.evaluate import Engine
+from engine.core.model import Resource
+from engine.loading.policies import load_policies
 from engine.sources.kubernetes import gpu_model, workload_resource
 from engine.webhook.admission import AdmissionSettings, Evaluation, PolicyEvaluator
 from engine.webhook.app import WebhookSettings, create_app

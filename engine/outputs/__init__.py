@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from engine.model import Report
+from engine.core.model import Report
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from engine.model import Finding, Report
+from engine.core.model import Finding, Report
 from engine.outputs import RenderContext
 
 SUITES_NAME = "gpuwarden"

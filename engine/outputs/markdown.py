@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.model import Finding, Report, ResourceRef, Severity, SourceLocation, Summary
+from engine.core.model import Finding, Report, ResourceRef, Severity, SourceLocation, Summary
 from engine.outputs import PolicyMeta, RenderContext
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from engine.model import Finding
+from engine.core.model import Finding
 from engine.outputs import RenderContext
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"

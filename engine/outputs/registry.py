@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.outputs import RenderContext, Renderer
 
 RENDERER_MODULES: dict[str, str] = {

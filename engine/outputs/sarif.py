@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import orjson
 
-from engine.model import Finding, Severity, SourceLocation
+from engine.core.model import Finding, Severity, SourceLocation
 from engine.outputs import PolicyMeta, RenderContext
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -17,7 +17,7 @@ from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine.model import Finding
+from engine.core.model import Finding
 from engine.outputs import RenderContext
 from engine.outputs.markdown import ReportView, build_view, format_usd
 

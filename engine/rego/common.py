@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.errors import InputError
-from engine.model import Door
+from engine.core.errors import InputError
+from engine.core.model import Door
 
 # The rules a policy package may define, in the order their findings are listed: conftest's
 # `deny` / `warn`, Gatekeeper's `violation`, and gpuwarden's `unknown` (undecidable resources).

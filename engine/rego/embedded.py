@@ -38,8 +38,8 @@ from typing import Any
 
 import orjson
 
-from engine.errors import install_hint
-from engine.model import Door
+from engine.core.errors import install_hint
+from engine.core.model import Door
 from engine.rego import sandbox
 from engine.rego.common import (
     UNDEFINED,

@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine.conditions import EvalContext
-from engine.costs import Estimate, estimate
-from engine.evaluate import Judged, ProgramOutcome
-from engine.labels import is_exempt
-from engine.model import Door, Enforcement, Finding, Resource, ResourceRef
-from engine.policy import CompiledPolicy
+from engine.core.conditions import EvalContext
+from engine.core.costs import Estimate, estimate
+from engine.core.evaluate import Judged, ProgramOutcome
+from engine.core.labels import is_exempt
+from engine.core.model import Door, Enforcement, Finding, Resource, ResourceRef
+from engine.core.policy import CompiledPolicy
 from engine.rego.common import RegoAborted, RegoError, RegoUnavailable
 from engine.rego.inputs import PlanDocument
 from engine.rego.policy import RegoMessage, RegoProgram
@@ -46,7 +46,7 @@ def program_of(policy: CompiledPolicy) -> RegoProgram:
 
 
 class RegoFindings:
-    """The engine's evaluator of Rego policies (`engine.evaluate.ProgramEvaluator`)."""
+    """The engine's evaluator of Rego policies (`engine.core.evaluate.ProgramEvaluator`)."""
 
     def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
                          door: Door, show_passed: bool) -> ProgramOutcome:

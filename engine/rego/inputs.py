@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from engine.model import Resource
+from engine.core.model import Resource
 
 InputKind = Literal["resource", "plan", "admission"]
 ADMISSION_API_VERSION = "admission.k8s.io/v1"

@@ -1,8 +1,8 @@
 """The `rego:` policy kind: importing this module registers it with the core.
 
-`engine.programs` imports it the first time a policy entry has a `rego:` block (or the policy
+`engine.core.programs` imports it the first time a policy entry has a `rego:` block (or the policy
 file schema is asked for); it registers the block's model and compiler there, and the evaluator
-of compiled Rego programs with `engine.evaluate`. The package's `__init__` stays empty: the
+of compiled Rego programs with `engine.core.evaluate`. The package's `__init__` stays empty: the
 sandboxed worker (`engine.rego.worker`) imports the package and must start light.
 """
 
@@ -14,14 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.evaluate import register_evaluator
-from engine.programs import register_policy_kind
+from engine.core.evaluate import register_evaluator
+from engine.core.programs import register_policy_kind
 from engine.rego.findings import RegoFindings
 from engine.rego.policy import RegoProgram, RegoSpec, compile_rego
 
 
 class RegoKind:
-    """`engine.programs.PolicyKind` for `rego:` blocks."""
+    """`engine.core.programs.PolicyKind` for `rego:` blocks."""
 
     @property
     def spec_model(self) -> type[BaseModel]:

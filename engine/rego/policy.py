@@ -31,9 +31,12 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.conditions import Condition, EvalContext
-from engine.errors import InputError
-from engine.model import Door, Resource, Severity, State
+from engine.core.conditions import Condition, EvalContext
+from engine.core.errors import InputError
+from engine.core.model import Door, Resource, Severity, State
+from engine.core.tristate import Tri
+from engine.core.yamltext import load_yaml_documents
+from engine.loading.files import FileTooLarge, max_policy_file_bytes, read_bounded_bytes
 from engine.rego.common import (
     CONVENTION_RULES,
     RegoAborted,
@@ -44,13 +47,6 @@ from engine.rego.common import (
     strip_comments,
 )
 from engine.rego.inputs import InputKind, admission_input, resource_input
-from engine.tristate import Tri
-from engine.yamlsource import (
-    FileTooLarge,
-    load_yaml_documents,
-    max_policy_file_bytes,
-    read_bounded_bytes,
-)
 
 EvaluatorKind = Literal["embedded", "remote"]
 FailurePolicy = Literal["Fail", "Ignore"]
@@ -148,7 +144,8 @@ class RegoProgram:
 
     @property
     def reads_documents(self) -> bool:
-        """A whole-plan policy: evaluated once per plan document (`engine.programs.Program`)."""
+        """A whole-plan policy: evaluated once per plan document
+        (`engine.core.programs.Program`)."""
         return self.reads_plan
 
     def verdict(self, parameters: Mapping[str, Any]) -> Condition:
@@ -366,7 +363,7 @@ def _read_data(name: str, file: str, base_dir: Path | None, line: int | None) ->
 
 
 def _yaml_data(text: bytes, shown: str) -> Any:
-    """One YAML document, within the bounds of `engine.yamlsource` (aliases, nesting)."""
+    """One YAML document, within the bounds of `engine.core.yamltext` (aliases, nesting)."""
     documents = load_yaml_documents(text.decode("utf-8-sig"), shown)
     if len(documents) > 1:
         raise InputError("expected a single YAML document", file=shown)
@@ -390,7 +387,7 @@ def _merge(into: dict[str, Any], document: Mapping[str, Any], prefix: str = "") 
 
 def catalog_document() -> dict[str, Any]:
     """`data.gpuwarden.catalog`: the built-in instance and accelerator catalog."""
-    from engine.catalog import builtin_catalog
+    from engine.core.catalog import builtin_catalog
 
     catalog = builtin_catalog()
     return {"gpuwarden": {"catalog": {

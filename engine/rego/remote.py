@@ -32,8 +32,8 @@ from pathlib import PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from engine.errors import InputError
-from engine.model import Door
+from engine.core.errors import InputError
+from engine.core.model import Door
 from engine.rego.common import UNDEFINED, RegoError, RegoModule, RegoUnavailable
 
 _T = TypeVar("_T")

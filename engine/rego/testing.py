@@ -38,15 +38,16 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.catalog import Catalog, builtin_catalog
-from engine.errors import InputError
-from engine.evaluate import Engine
-from engine.model import Door, Enforcement, Finding, Resource, Severity, State
-from engine.policy import BUILTIN, CompiledPolicy, load_policies
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.errors import InputError
+from engine.core.evaluate import Engine
+from engine.core.model import Door, Enforcement, Finding, Resource, Severity, State
+from engine.core.policy import BUILTIN, CompiledPolicy
+from engine.core.yamltext import line_at, load_yaml_documents
+from engine.loading.policies import load_policies
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
 from engine.rego.inputs import admission_request, plan_documents, request_for_manifest, request_of
 from engine.rego.policy import RegoProgram
-from engine.yamlsource import line_at, load_yaml_documents
 
 DEFAULT_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, inside business hours
 Status = Literal["pass", "fail", "error"]
@@ -276,7 +277,7 @@ def run_case(engine: Engine, case: Case, base: Path, shown: str) -> list[Finding
         return _plan_case(engine, case, base, now)
     if case.door == "admission":
         return _admission_case(engine, case, base, now)
-    from engine.enrich import enrich
+    from engine.core.enrich import enrich
 
     try:
         resources = [enrich(Resource.model_validate(item), engine.catalog)

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from engine.catalog import Catalog
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError
+from engine.core.model import Resource
 
 
 @dataclass(frozen=True)

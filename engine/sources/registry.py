@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 
-from engine.catalog import Catalog
-from engine.errors import InputError, install_hint
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError, install_hint
 from engine.sources.collected import Collected, Collector, ScanOptions, write_snapshot
 
 __all__ = ["SOURCES", "Collected", "Collector", "ScanOptions", "collect_sources", "collector",

@@ -17,9 +17,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from engine.catalog import Catalog
-from engine.errors import InputError, printable
-from engine.model import Resource
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError, printable
+from engine.core.model import Resource
 
 SECTIONS: dict[str, str] = {
     "terraform_plans": "engine.sources.snapshot",

@@ -26,11 +26,12 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from engine.catalog import Catalog
-from engine.enrich import enrich
-from engine.errors import InputError, printable
+from engine.core.catalog import Catalog
+from engine.core.enrich import enrich
+from engine.core.errors import InputError, printable
+from engine.core.model import Resource
+from engine.core.yamltext import load_yaml_documents
 from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
-from engine.model import Resource
 from engine.sources.collected import Collected, ScanOptions, dump_snapshot
 from engine.sources.sections import (
     SECTIONS,
@@ -42,7 +43,6 @@ from engine.sources.sections import (
     section,
     section_reader,
 )
-from engine.yamlsource import load_yaml_documents
 
 __all__ = ["SECTIONS", "Count", "Labels", "ObjectShape", "SnapshotContext", "check_shape",
            "collect", "dump_snapshot", "load_snapshot_resources", "read_snapshot",

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.catalog import Catalog
+    from engine.core.catalog import Catalog
     from engine.sources.registry import Collected, ScanOptions
 
 

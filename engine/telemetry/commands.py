@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from engine.catalog import Catalog
-from engine.durations import format_duration
-from engine.errors import InputError
+from engine.core.catalog import Catalog
+from engine.core.durations import format_duration
+from engine.core.errors import InputError
 from engine.sources.registry import Collected, ScanOptions
 from engine.telemetry.join import Join
 from engine.telemetry.series import GpuSeries

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.telemetry.prometheus import METRIC_STATS, FetchResult
 from engine.telemetry.series import SeriesFolder, drop_mig_parents
 

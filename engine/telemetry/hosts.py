@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.model import Category, Resource, State
+from engine.core.model import Category, Resource, State
 
 _AWS_ID = re.compile(r"(?:^|/)(i-[0-9a-f]{8,17})$")
 _GCE_PATH = re.compile(r"zones/([^/]+)/instances/([^/]+)$")

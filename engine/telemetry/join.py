@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.model import Capacity, Category, GpuSpec, Resource, State, Telemetry
+from engine.core.catalog import Catalog
+from engine.core.model import Capacity, Category, GpuSpec, Resource, State, Telemetry
 from engine.sources.kubernetes import GPU_PRODUCT_LABEL, gpu_model
 from engine.telemetry.hosts import (
     INSTANCE_TYPE_LABELS,

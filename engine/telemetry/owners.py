@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.model import Resource
+from engine.core.model import Resource
 
 _SUFFIX = r"[a-z0-9]{5}"
 _HASH = r"[a-z0-9]{1,10}"

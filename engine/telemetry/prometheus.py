@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.telemetry.series import (
     ENGINE_ACTIVE,
     FB_FREE,

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.telemetry.series import GpuSeries, TelemetrySection
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from engine.evaluate import Engine
-from engine.labels import exempt_policies
-from engine.model import Category, Finding, Resource, State
+from engine.core.evaluate import Engine
+from engine.core.labels import exempt_policies
+from engine.core.model import Category, Finding, Resource, State
 from engine.sources.kubernetes import gpu_model, pod_template_path, workload_resource
 from engine.webhook.caches import ClusterCache
 from engine.webhook.review import AdmissionRequest, Decision, audit_key

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from engine.evaluate import Engine
+from engine.core.evaluate import Engine
 from engine.sources.kubernetes import CONTROLLER_KINDS
 from engine.webhook.admission import (
     AdmissionSettings,

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.sources.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, MIG_RESOURCE_PREFIX
 
 log = logging.getLogger("gpuwarden.webhook")

@@ -32,7 +32,7 @@ from typing import Any
 import uvicorn
 from cryptography import x509
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.webhook.connections import webhook_protocol
 
 log = logging.getLogger("gpuwarden.webhook")

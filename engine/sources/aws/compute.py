@@ -11,7 +11,7 @@ launch configurations they use), EKS managed node groups.
 - A launch template disk that leaves `Encrypted` unset follows the region's EBS
   encryption-by-default setting.
 - Autoscaling group tags are those propagated to instances, plus environment tags
-  (`engine.labels.is_environment_key`) and `gpuwarden*` control tags whatever their
+  (`engine.core.labels.is_environment_key`) and `gpuwarden*` control tags whatever their
   propagation: a production marker on the group must protect the group itself.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.labels import is_environment_key
-from engine.model import Capacity, Category, Resource, State
+from engine.core.labels import is_environment_key
+from engine.core.model import Capacity, Category, Resource, State
 from engine.sources.aws.reading import pages, plain
 from engine.sources.aws.region import ASG_MEMBER_TAG, TYPE_UNKNOWN, Region, name, tags
 from engine.sources.aws.section import section

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.sources.aws.clients import Account, AwsClients, make_client
 from engine.sources.aws.failures import Tally, boto_errors, classify, one_line
 from engine.sources.aws.permissions import IamDeclarations

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.model import Resource
+from engine.core.catalog import Catalog
+from engine.core.model import Resource
 from engine.sources.aws import compute, ml, storage
 from engine.sources.aws.region import Region
 from engine.sources.aws.section import AwsSection

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.enrich import enrich
-from engine.model import Resource
+from engine.core.catalog import Catalog
+from engine.core.enrich import enrich
+from engine.core.model import Resource
 
 ASG_MEMBER_TAG = "aws:autoscaling:groupName"
 TYPE_UNKNOWN = frozenset({"instance_type", "gpu", "hourly_usd"})

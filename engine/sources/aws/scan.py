@@ -7,8 +7,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.errors import InputError
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError
 from engine.sources.aws.clients import Account, AwsClients
 from engine.sources.aws.discovery import account_regions, connect
 from engine.sources.aws.failures import ABORTS_REGION, RegionLog, Tally, boto_errors, classify

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.model import Resource
+from engine.core.model import Resource
 from engine.sources.aws.permissions import iam_actions
 from engine.sources.aws.region import Region
 

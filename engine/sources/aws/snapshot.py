@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.sources.aws.failures import one_line
 from engine.sources.aws.inventory import region_resources
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.model import Category, Resource, State
+from engine.core.model import Category, Resource, State
 from engine.sources.aws.reading import pages, plain
 from engine.sources.aws.region import Region, name, tags
 from engine.sources.aws.section import section

@@ -34,7 +34,7 @@ elsewhere.
 
 from __future__ import annotations
 
-from engine.catalog import Catalog
+from engine.core.catalog import Catalog
 from engine.sources.azure.clients import AzureClients, AzureSettings, connect
 from engine.sources.azure.failures import SubscriptionFailed, describe_error
 from engine.sources.azure.normalizers import (

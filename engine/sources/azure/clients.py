@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import InputError, install_hint
+from engine.core.errors import InputError, install_hint
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.enrich import enrich
-from engine.model import Capacity, Category, Resource, State
+from engine.core.catalog import Catalog
+from engine.core.enrich import enrich
+from engine.core.model import Capacity, Category, Resource, State
 from engine.sources.azure.readers import SubscriptionEstate
 
 LINUX_VM_KIND = "azurerm_linux_virtual_machine"

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import InputError, install_hint
+from engine.core.errors import InputError, install_hint
 from engine.sources.azure.clients import AzureClients
 from engine.sources.azure.failures import SubscriptionFailed, describe_error
 

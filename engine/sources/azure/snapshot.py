@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.sources.azure.normalizers import estate_resources
 from engine.sources.azure.readers import SubscriptionEstate
 from engine.sources.azure.shapes import SECTION_LISTS, SECTION_SHAPES, SubscriptionShape

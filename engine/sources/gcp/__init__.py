@@ -29,7 +29,7 @@ settings `collect` connects with: replace `SETTINGS` to point the source elsewhe
 
 from __future__ import annotations
 
-from engine.catalog import Catalog
+from engine.core.catalog import Catalog
 from engine.sources.collected import Collected, ScanOptions
 from engine.sources.gcp.clients import SCOPES, GcpClients, GcpSettings, RetryAfter, connect
 from engine.sources.gcp.failures import ProjectFailed, describe_error

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InputError, install_hint
+from engine.core.errors import InputError, install_hint
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.enrich import enrich
-from engine.model import Capacity, Category, GpuSpec, Resource, State
+from engine.core.catalog import Catalog
+from engine.core.enrich import enrich
+from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 from engine.sources.gcp.readers import ProjectEstate
 
 INSTANCE_KIND = "google_compute_instance"

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.sources.gcp.clients import GcpClients
 from engine.sources.gcp.failures import ProjectFailed, describe_error, first_line
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.sources.gcp.normalizers import estate_resources
 from engine.sources.gcp.readers import ProjectEstate
 from engine.sources.gcp.shapes import SECTION_SHAPES, ProjectShape

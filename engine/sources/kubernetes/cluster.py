@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.model import Capacity, Resource, State
+from engine.core.catalog import Catalog
+from engine.core.model import Capacity, Resource, State
 from engine.sources.kubernetes.gpu_models import GPU_PRODUCT_LABEL
 from engine.sources.kubernetes.manifests import namespace_resource
 from engine.sources.kubernetes.placement import workload_capacity

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.model import WorkloadSpec
+from engine.core.model import WorkloadSpec
 from engine.sources.kubernetes.objects import as_list, as_mapping, as_text, dig, string_map
 from engine.sources.kubernetes.sharing import any_shared, node_shares_gpus
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog import Catalog, builtin_catalog
-from engine.model import GpuSpec
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.model import GpuSpec
 from engine.sources.kubernetes.gpu_models import (
     GPU_MEMORY_LABEL,
     GPU_PRODUCT_LABEL,

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.errors import InputError
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError
 from engine.sources.collected import Collected, ScanOptions
 from engine.sources.kubernetes.cluster import (
     NETWORK_POLICY,

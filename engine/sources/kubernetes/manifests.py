@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.sources.kubernetes.objects import as_mapping, string_map
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.model import Capacity
+from engine.core.model import Capacity
 from engine.sources.kubernetes.objects import as_list, as_mapping, string_map
 
 # The spot node label of each cloud, as the mutating webhook writes it: (key, value).

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import InputError
-from engine.model import Resource
+from engine.core.errors import InputError
+from engine.core.model import Resource
 from engine.sources.kubernetes.cluster import ClusterState, cluster_resources
 from engine.sources.sections import Labels, ObjectShape, SnapshotContext, check_shape, section
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.errors import InputError
-from engine.model import Capacity, Category, Resource, State
+from engine.core.catalog import Catalog
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, Resource, State
 from engine.sources.kubernetes.facts import PodGroup, workload_facts
 from engine.sources.kubernetes.gpu_requests import gpu_spec
 from engine.sources.kubernetes.objects import (

@@ -40,8 +40,8 @@ Only this package knows Terraform and provider field names. What it decides, and
   inline block or an `aws_s3_bucket_server_side_encryption_configuration` in the same plan (joined
   by reference or bucket name). SageMaker always encrypts its ML volumes; `customer_key` follows
   its KMS key argument.
-- **Prices.** The catalog fills GPU spec and list price (`engine.enrich`). SageMaker `ml.` types
-  use the matching EC2 type (a lower bound: SageMaker adds a premium). GCE/GKE machines with
+- **Prices.** The catalog fills GPU spec and list price (`engine.core.enrich`). SageMaker `ml.`
+  types use the matching EC2 type (a lower bound: SageMaker adds a premium). GCE/GKE machines with
   attached `guest_accelerator`s get the accelerators' price only (the machine part is not in the
   catalog).
 - **Region** from the resource (`region`, `availability_zone`, `zone`, `location`; zones cut to

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from engine.model import Capacity, Category, Resource
+from engine.core.model import Capacity, Category, Resource
 from engine.sources.terraform.addresses import index_suffix, without_index
 from engine.sources.terraform.attributes import KNOWN_AFTER_APPLY, Attrs, tag_text
 from engine.sources.terraform.build import new_resource, new_volume

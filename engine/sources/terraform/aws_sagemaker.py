@@ -9,9 +9,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import InputError
+from engine.core.errors import InputError
+from engine.core.model import Capacity, Category, Resource
 from engine.inputfiles import tidy_document
-from engine.model import Capacity, Category, Resource
 from engine.sources.terraform.attributes import Attrs, tag_text
 from engine.sources.terraform.aws import aws_region, aws_tags
 from engine.sources.terraform.build import new_resource

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import Capacity, Category, Resource
+from engine.core.model import Capacity, Category, Resource
 from engine.sources.terraform.attributes import AttrPath, Attrs
 from engine.sources.terraform.build import new_resource, platform_encrypted_disk
 from engine.sources.terraform.plan_index import PlannedChange

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.model import Category, Resource, State
+from engine.core.model import Category, Resource, State
 from engine.sources.terraform.attributes import AttrPath, Attrs
 from engine.sources.terraform.plan_index import PlannedChange
 from engine.sources.terraform.readers import any_key_set, mark_key

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.catalog import Catalog, builtin_catalog
-from engine.model import CostChange, Resource
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.model import CostChange, Resource
 from engine.sources.terraform.document import check_change, check_plan_document
 from engine.sources.terraform.plan_index import PlanIndex
 from engine.sources.terraform.registry import enriched, is_supported, normalize

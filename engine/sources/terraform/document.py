@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import InputError, printable
+from engine.core.errors import InputError, printable
 from engine.inputfiles import identifier
 
 SUPPORTED_FORMAT_MAJORS = frozenset({0, 1})

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.catalog import Catalog
-from engine.model import Capacity, Category, GpuSpec, Resource
+from engine.core.catalog import Catalog
+from engine.core.model import Capacity, Category, GpuSpec, Resource
 from engine.sources.terraform.attributes import AttrPath, Attrs
 from engine.sources.terraform.build import new_resource, platform_encrypted_disk
 from engine.sources.terraform.plan_index import PlannedChange

@@ -23,9 +23,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from engine.errors import InputError
+from engine.core.errors import InputError
+from engine.core.model import Resource, SourceLocation
 from engine.inputfiles import FileTooLarge, max_input_bytes, read_regular_file
-from engine.model import Resource, SourceLocation
 
 ANYWHERE = "**."
 _MAX_MODULE_DEPTH = 16

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from engine.catalog import Catalog
+from engine.core.catalog import Catalog
 from engine.sources.terraform.addresses import module_names, module_part, without_index
 from engine.sources.terraform.attributes import Attrs, dig, step
 from engine.sources.terraform.redaction import redact_sensitive

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import Capacity
+from engine.core.model import Capacity
 from engine.sources.terraform.attributes import AttrPath, Attrs, tag_text
 from engine.sources.terraform.plan_index import PlannedChange
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from engine.errors import InputError
+from engine.core.errors import InputError
 from engine.inputfiles import read_input_bytes, tidy_document
 from engine.sources.terraform.document import SHOW_JSON_HINT, check_plan_document
 

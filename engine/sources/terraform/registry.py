@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from engine.catalog import Catalog
-from engine.enrich import enrich
-from engine.errors import InputError, printable
+from engine.core.catalog import Catalog
+from engine.core.enrich import enrich
+from engine.core.errors import InputError, printable
+from engine.core.model import Resource
 from engine.inputfiles import bounded_resource
-from engine.model import Resource
 from engine.sources.terraform.plan_index import PlannedChange
 
 Normalizer = Callable[[PlannedChange], list[Resource]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.catalog import Catalog, builtin_catalog
-from engine.model import Resource
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.model import Resource
 from engine.sources.terraform.document import EVALUATED_ACTIONS, check_change, check_plan_document
 from engine.sources.terraform.plan_index import PlanIndex
 from engine.sources.terraform.registry import enriched, is_supported, normalize

@@ -1,0 +1,64 @@
+"""`activity-below`: average GPU compute activity over the look-back window is low."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from engine.core.checks.windows import window_shortfall
+from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.durations import parse_duration
+from engine.core.model import Resource, Telemetry
+from engine.core.tristate import Tri
+
+
+class _ActivityArgs(CheckArgs):
+    threshold_param: str = "threshold_pct"
+    window_param: str | None = "window"
+
+
+@register_check
+class ActivityBelow(Check):
+    key = "activity-below"
+    description = (
+        "Average GPU compute activity over the look-back window is below a threshold (percent); "
+        "unknown without telemetry."
+    )
+    Args = _ActivityArgs
+
+    def __init__(self, args: _ActivityArgs, params: Mapping[str, Any]):
+        super().__init__(args, params)
+        self.threshold = float(param_value(params, args.threshold_param, None))
+        # The policy's window is the shortest look-back it judges (absent: any telemetry).
+        window = params.get(args.window_param) if args.window_param else None
+        self.window = 0 if window is None else parse_duration(window)
+
+    def _undecided(self, telemetry: Telemetry | None) -> str | None:
+        """Why the telemetry cannot decide ('' when there is none), None when it can."""
+        if telemetry is None:
+            return ""
+        if telemetry.average_activity_pct is None or telemetry.samples == 0:
+            return telemetry.reason or ""
+        return window_shortfall(telemetry, self.window)
+
+    def test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        telemetry = resource.telemetry
+        if telemetry is None or self._undecided(telemetry) is not None:
+            return None
+        assert telemetry.average_activity_pct is not None
+        return telemetry.average_activity_pct < self.threshold
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        telemetry = resource.telemetry
+        why = self._undecided(telemetry)
+        if telemetry is None or why is not None:
+            return {"unknown": ["telemetry"], **({"telemetry_reason": why} if why else {})}
+        assert telemetry.average_activity_pct is not None
+        return {
+            "average_activity_pct": round(telemetry.average_activity_pct, 2),
+            "metric": telemetry.metric,
+            "samples": telemetry.samples,
+            "window": str(timedelta(seconds=telemetry.window_seconds)),
+            "threshold_pct": self.threshold,
+        }

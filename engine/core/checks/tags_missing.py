@@ -1,0 +1,41 @@
+"""`tags-missing`: a required tag is missing or empty."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.labels import missing_tags
+from engine.core.model import Resource
+from engine.core.tristate import Tri
+
+
+class _TagsArgs(CheckArgs):
+    tags: list[str] | None = None
+    param: str | None = "required_tags"
+
+
+@register_check
+class TagsMissing(Check):
+    key = "tags-missing"
+    description = "Any required tag is missing or empty (case-insensitive keys, '-' and '_' equal)."
+    Args = _TagsArgs
+    shorthand = "tags"
+
+    def __init__(self, args: _TagsArgs, params: Mapping[str, Any]):
+        super().__init__(args, params)
+        required = args.tags if args.tags is not None else param_value(params, args.param, None)
+        if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
+            raise ValueError("required tags must be a list of strings")
+        self.required: list[str] = required
+
+    def test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        if resource.is_unknown("tags"):
+            return None
+        return bool(missing_tags(resource.tags, self.required))
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        if resource.is_unknown("tags"):
+            return {"unknown": ["tags"]}
+        return {"missing_tags": missing_tags(resource.tags, self.required)}

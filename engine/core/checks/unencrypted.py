@@ -1,0 +1,46 @@
+"""`unencrypted`: storage is not encrypted at rest (or not with a customer-managed key)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field
+
+from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.model import Resource
+from engine.core.tristate import Tri
+
+
+class _EncryptionArgs(CheckArgs):
+    customer_key_param: str = Field(default="require_customer_key")
+
+
+@register_check
+class Unencrypted(Check):
+    key = "unencrypted"
+    description = (
+        "Storage is not encrypted at rest; with require_customer_key also when it is not "
+        "encrypted with a customer-managed key (CMK/CMEK)."
+    )
+    Args = _EncryptionArgs
+
+    def __init__(self, args: _EncryptionArgs, params: Mapping[str, Any]):
+        super().__init__(args, params)
+        self.require_customer_key = bool(param_value(params, args.customer_key_param, False))
+
+    def test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        if resource.is_unknown("encrypted") or resource.encrypted is None:
+            return None
+        if not resource.encrypted:
+            return True
+        if not self.require_customer_key:
+            return False
+        if resource.is_unknown("customer_key") or resource.customer_key is None:
+            return None
+        return not resource.customer_key
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        if resource.encrypted is None or resource.is_unknown("encrypted"):
+            return {"unknown": ["encrypted"]}
+        return {"encrypted": resource.encrypted, "customer_key": resource.customer_key}

@@ -1,0 +1,395 @@
+"""Evaluation: compiled policies × normalized resources → findings and a report.
+
+Pure: no I/O, no environment, no process-wide switches; the clock is an argument. Evaluation
+stops at findings: `Engine.assess` also says what each finding judged (`Judged`), so that the
+steps after it (remediation planning: `remediations.planning`) need nothing from here.
+
+Policies whose violations a program decides (a `rego:` block, see `engine.core.programs`) are
+evaluated through the `ProgramEvaluator` their package registered (`register_evaluator`): per
+resource inside the loop, or once per input document after it. Plan-level inputs arrive as core
+types: `CostChange`s for the cost diff, and input documents as the program's package prepared
+them (opaque here).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from engine.core.aggregates import Aggregation
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.conditions import EvalContext
+from engine.core.costs import estimate
+from engine.core.labels import exempt_policies
+from engine.core.model import (
+    Category,
+    CostChange,
+    Door,
+    Finding,
+    Report,
+    Resource,
+    ResourceRef,
+    Severity,
+    State,
+    Summary,
+)
+from engine.core.policy import CompiledPolicy
+
+Verdict = Literal["fail", "unknown", "pass"]
+Outcome = Literal["fail", "unknown", "pass", "n/a"]
+Mode = Literal["dry-run", "enforce"]
+
+
+def door_of(resource: Resource) -> Door:
+    """Planned resources meet the plan door's enforcement; everything live the runtime door's."""
+    return "plan" if resource.state is State.PLANNED else "runtime"
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A finding with what it judged: the resource or group (None for a message about a plan
+    change gpuwarden does not normalize) and the door it was judged at."""
+
+    finding: Finding
+    resource: Resource | None
+    door: Door
+
+
+@dataclass
+class ProgramOutcome:
+    """What a program's evaluator found for one resource or one set of input documents."""
+
+    judged: list[Judged] = field(default_factory=list)
+    passed: int = 0
+    exempted: int = 0
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The report, and each of its findings with what it judged (`judged[i].finding` is
+    `report.findings[i]`)."""
+
+    report: Report
+    judged: tuple[Judged, ...]
+
+
+# ---------------------------------------------------------------------------- program evaluators
+
+
+class ProgramEvaluator(Protocol):
+    """Evaluates the policies of one program type (registered by the program's package)."""
+
+    def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
+                         door: Door, show_passed: bool) -> ProgramOutcome:
+        """One resource the loop selected (category, door, exemptions already applied)."""
+        ...
+
+    def documents_outcome(self, policy: CompiledPolicy, documents: Sequence[object],
+                          resources: Mapping[str, Resource], ctx: EvalContext
+                          ) -> ProgramOutcome:
+        """The whole input documents, for a program that `reads_documents`; `resources`: the
+        evaluated resources by id, for findings about them."""
+        ...
+
+
+_EVALUATORS: dict[type, ProgramEvaluator] = {}
+
+
+def register_evaluator(program_type: type, evaluator: ProgramEvaluator) -> None:
+    _EVALUATORS[program_type] = evaluator
+
+
+def _evaluator_of(policy: CompiledPolicy) -> ProgramEvaluator:
+    return _EVALUATORS[type(policy.rego)]
+
+
+# ---------------------------------------------------------------------------- the engine
+
+
+class Engine:
+    """Compiled policies, ready to evaluate any number of resources."""
+
+    def __init__(self, policies: Sequence[CompiledPolicy], catalog: Catalog | None = None):
+        self.policies = list(policies)
+        self.catalog = catalog or builtin_catalog()
+        self._by_category: dict[Category, list[CompiledPolicy]] = {c: [] for c in Category}
+        # Programs over whole input documents (a plan) run once per document, not per resource.
+        self._document_policies = [p for p in self.policies
+                                   if p.rego is not None and p.rego.reads_documents]
+        # Aggregate policies judge groups of resources after the per-resource pass.
+        self._aggregate_policies = [p for p in self.policies if p.spec.aggregate]
+        for policy in self.policies:
+            if (policy.rego is not None and policy.rego.reads_documents) or policy.spec.aggregate:
+                continue
+            for category in policy.categories:
+                self._by_category[category].append(policy)
+
+    def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Outcome:
+        """`n/a` when the resource is outside the policy's scope (not counted as a pass)."""
+        scope = True if policy.scope is None else policy.scope.test(resource, ctx)
+        if scope is False:
+            return "n/a"
+        result = policy.violation.test(resource, ctx)
+        if result is False:
+            return "pass"
+        return "fail" if result and scope else "unknown"
+
+    def evaluate(
+        self,
+        resources: Iterable[Resource],
+        now: datetime,
+        *,
+        door: Door | None = None,
+        show_passed: bool = False,
+        mode: Mode = "dry-run",
+        generated_at: datetime | None = None,
+        documents: Sequence[object] = (),
+        cost_changes: Sequence[CostChange] | None = None,
+    ) -> Report:
+        """The report of `assess` (findings without remediations)."""
+        return self.assess(resources, now, door=door, show_passed=show_passed, mode=mode,
+                           generated_at=generated_at, documents=documents,
+                           cost_changes=cost_changes).report
+
+    def assess(
+        self,
+        resources: Iterable[Resource],
+        now: datetime,
+        *,
+        door: Door | None = None,
+        show_passed: bool = False,
+        mode: Mode = "dry-run",
+        generated_at: datetime | None = None,
+        documents: Sequence[object] = (),
+        cost_changes: Sequence[CostChange] | None = None,
+    ) -> Evaluation:
+        """`door`: the door every resource is judged at (default: each one's own, `door_of`).
+        `documents`: whole input documents as a program's package prepares them (Terraform
+        plans: `engine.rego.inputs.plan_documents`), for programs that read them (`input:
+        plan`); without them those policies do not run. `cost_changes`: the plan's changes
+        before and after, for the team budget's cost diff."""
+        ctx = EvalContext(now=now, catalog=self.catalog)
+        reads_documents = bool(documents) and bool(self._document_policies) \
+            and door in (None, "plan")
+        run = _Run(self, ctx, door, show_passed, cost_changes, keep_ids=reads_documents)
+        for resource in resources:
+            run.add(resource)
+        if reads_documents:
+            run.add_documents(documents)
+        run.add_groups()
+        return run.evaluation(mode, generated_at or now)
+
+    def finding(
+        self,
+        policy: CompiledPolicy,
+        resource: Resource,
+        ctx: EvalContext,
+        verdict: Verdict,
+        door: Door,
+    ) -> Finding:
+        details = _evidence(policy, resource, ctx)
+        cost = estimate(policy.spec.cost, resource, self.catalog, details)
+        if verdict == "unknown":
+            message = _unknown_message(policy, resource, details)
+        else:
+            message = policy.render_message(
+                resource=resource, r=resource, params=policy.spec.parameters, details=details,
+                cost=cost.monthly_usd, verdict=verdict,
+            )
+        return Finding(
+            policy=policy.id,
+            title=policy.spec.title,
+            severity=_severity(policy, details),
+            result=verdict,
+            resource=ResourceRef.of(resource),
+            message=message,
+            enforcement=policy.doors[door],
+            estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
+            cost_basis=cost.basis,
+            location=resource.location,
+            details=details,
+        )
+
+
+class _Run:
+    """One evaluation's state: the findings so far, the counts, the aggregation."""
+
+    def __init__(self, engine: Engine, ctx: EvalContext, door: Door | None, show_passed: bool,
+                 cost_changes: Sequence[CostChange] | None, *, keep_ids: bool):
+        self.engine = engine
+        self.ctx = ctx
+        self.door = door
+        self.show_passed = show_passed
+        self.judged: list[Judged] = []
+        self.count = self.passed = self.exempted = 0
+        self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
+            if engine._aggregate_policies else None
+        self.by_id: dict[str, Resource] | None = {} if keep_ids else None
+
+    def add(self, resource: Resource) -> None:
+        """Judge one resource against the policies of its category (the hot loop)."""
+        self.count += 1
+        if self.by_id is not None:
+            self.by_id.setdefault(resource.id, resource)
+        door = self.door or door_of(resource)
+        exempt_ids = exempt_policies(resource) if resource.tags or resource.annotations \
+            else frozenset()
+        if self.aggregation is not None:
+            self.aggregation.offer(resource, door, exempt_ids)
+        for policy in self.engine._by_category[resource.category]:
+            if policy.doors[door] == "off":
+                continue
+            if _exempt(policy, resource, exempt_ids):
+                self.exempted += 1
+            elif policy.rego is not None:
+                self._add_program(policy, resource, door)
+            else:
+                self._add_verdict(policy, resource, door)
+
+    def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
+        verdict = self.engine.verdict(policy, resource, self.ctx)
+        if verdict == "n/a":
+            return
+        if verdict == "pass":
+            self.passed += 1
+            if not self.show_passed:
+                return
+        finding = self.engine.finding(policy, resource, self.ctx, verdict, door)
+        self.judged.append(Judged(finding, resource, door))
+
+    def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
+        outcome = _evaluator_of(policy).resource_outcome(policy, resource, self.ctx, door,
+                                                         self.show_passed)
+        self._add_outcome(outcome)
+
+    def _add_outcome(self, outcome: ProgramOutcome) -> None:
+        self.judged.extend(outcome.judged)
+        self.passed += outcome.passed
+        self.exempted += outcome.exempted
+
+    def add_documents(self, documents: Sequence[object]) -> None:
+        """Programs over whole input documents, each once per document set."""
+        for policy in self.engine._document_policies:
+            if policy.enforcement("plan") != "off":
+                self._add_outcome(_evaluator_of(policy).documents_outcome(
+                    policy, documents, self.by_id or {}, self.ctx))
+
+    def add_groups(self) -> None:
+        """Aggregate policies, judged on the groups their members make."""
+        if self.aggregation is None:
+            return
+        for policy, group, group_door in self.aggregation.groups(self.door):
+            verdict = _group_verdict(policy, group, self.ctx)
+            self.passed += verdict == "pass"
+            if verdict != "pass" or self.show_passed:
+                finding = self.engine.finding(policy, group, self.ctx, verdict, group_door)
+                self.judged.append(Judged(finding, group, group_door))
+        self.exempted += self.aggregation.exempted
+
+    def evaluation(self, mode: Mode, generated_at: datetime) -> Evaluation:
+        judged = sorted(self.judged, key=lambda j: _order(j.finding))
+        findings = [j.finding for j in judged]
+        report = Report(
+            generated_at=generated_at,
+            mode=mode,
+            findings=findings,
+            summary=summarize(findings, self.count, self.passed, self.exempted),
+            cost_diff=self.aggregation.cost_diff if self.aggregation is not None else None,
+        )
+        return Evaluation(report, tuple(judged))
+
+
+def _order(finding: Finding) -> tuple[float, int, str, str]:
+    return (-finding.estimated_monthly_usd, -finding.severity.rank, finding.policy,
+            finding.resource.id)
+
+
+def _exempt(policy: CompiledPolicy, resource: Resource, exempt_ids: frozenset[str]) -> bool:
+    """Exempt by a tag/label/annotation naming the policy (or `all`), or by the policy's own
+    `exempt:` id globs."""
+    if exempt_ids and (policy.id in exempt_ids or "all" in exempt_ids):
+        return True
+    return bool(policy.exempt) and any(pattern.match(resource.id) for pattern in policy.exempt)
+
+
+def _evidence(policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    for node in policy.evidence_nodes:
+        for key, value in node.evidence(resource, ctx).items():
+            if key == "unknown":
+                details.setdefault("unknown", []).extend(value)
+            else:
+                details.setdefault(key, value)  # the violation's evidence comes first
+    return details
+
+
+def _group_verdict(policy: CompiledPolicy, group: Resource, ctx: EvalContext) -> Verdict:
+    """An aggregate policy's violation tested on a group (its scope chose the members)."""
+    result = policy.violation.test(group, ctx)
+    return "pass" if result is False else "fail" if result else "unknown"
+
+
+def _severity(policy: CompiledPolicy, details: Mapping[str, Any]) -> Severity:
+    """The policy's severity, or a lower one a check's evidence asks for (`severity`: an
+    advisory case of the policy, such as a legacy GPU generation in gpu-right-size)."""
+    lowered = details.get("severity")
+    if isinstance(lowered, str) and lowered in {s.value for s in Severity}:
+        return min(policy.spec.severity, Severity(lowered), key=lambda s: s.rank)
+    return policy.spec.severity
+
+
+_UNKNOWN_REASONS = {
+    "telemetry": "no GPU telemetry for it",
+    "gpu": "its GPU configuration is not known yet",
+    "gpu.declared_memory_gib": "no declared (gpuwarden.io/gpu-memory) or observed GPU memory",
+    "workload": "its Kubernetes workload facts are missing",
+    "workload.shared_gpu": "whether its GPUs are shared is not known (it selects a device-plugin "
+    "configuration or time-sliced nodes only in part)",
+    "workload.namespace_network_policies": "its namespace's NetworkPolicies were not listed",
+    "members.hourly_usd": "the price of some of its GPU resources is not known",
+}
+
+
+def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
+    unknown = sorted(set(details.get("unknown", [])))
+    reasons = [_UNKNOWN_REASONS[path] for path in unknown if path in _UNKNOWN_REASONS]
+    if details.get("schedule_error"):
+        reasons.append(str(details["schedule_error"]))
+    if details.get("telemetry_reason"):
+        reasons.append(str(details["telemetry_reason"]))
+    plain = [path for path in unknown if path not in _UNKNOWN_REASONS]
+    if plain:
+        reasons.append("value(s) known only after apply: " + ", ".join(plain))
+    why = "; ".join(reasons) or "a value it depends on is not known yet"
+    return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
+
+
+def overlap_free_total(findings: Iterable[Finding]) -> float:
+    """Per resource, the largest single estimate: fixes overlap (a stopped GPU saves its spot
+    discount too), so adding every finding's dollars would count the same money twice."""
+    largest: dict[tuple[str, str], float] = {}
+    for finding in findings:
+        key = (finding.resource.provider, finding.resource.id)
+        largest[key] = max(largest.get(key, 0.0), finding.estimated_monthly_usd)
+    return round(sum(largest.values()), 2)
+
+
+def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0) -> Summary:
+    failing = [f for f in findings if f.result != "pass"]
+    return Summary(
+        resources=resources,
+        findings=len(failing),
+        failed=sum(1 for f in failing if f.result == "fail"),
+        unknown=sum(1 for f in failing if f.result == "unknown"),
+        passed=passed,
+        exempted=exempted,
+        by_policy=dict(Counter(f.policy for f in failing)),
+        by_severity=dict(Counter(f.severity.value for f in failing)),
+        estimated_monthly_usd=overlap_free_total(failing),
+    )

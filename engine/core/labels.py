@@ -1,0 +1,177 @@
+"""Tag and label conventions shared by every door: production, exemptions, key matching.
+
+This module is the one definition of production, for policies (`production: false` scopes,
+the planner) and for enforcement (the executors re-read tags just before acting). It fails safe:
+
+- keys and values are compared after Unicode NFKC normalization, dropping invisible
+  (control/format) characters, trimming and case-folding; in keys `-` and `_` are equal;
+- an environment key is `env`, `environment`, `stage` or `tier`, alone or as the last part of a
+  prefixed key (`team:env`, `example.com/environment`);
+- a value is production when it, or one of its words (split on anything but letters and
+  digits), starts with `prod` or `prd` (`prod`, `Production`, `prod-eu`, `eu-prd`), unless that
+  word follows `non`, `not` or `pre` (`non-prod`, `pre-prod`); `nonprod`/`preprod` are one word
+  and do not start with `prod`;
+- several environment tags that disagree (one production, another not) make it production;
+- on Kubernetes, GCP and Azure the resource's own environment tags decide; only when it has
+  none do its namespace's (project's, subscription's) labels.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engine.core.model import Resource
+from engine.core.tristate import Tri
+
+PRODUCTION_KEYS = frozenset({"env", "environment", "stage", "tier"})
+PRODUCTION_PREFIXES = ("prod", "prd")
+NEGATING_WORDS = frozenset({"non", "not", "pre"})
+EXEMPT_KEYS = ("gpuwarden.io/exempt", "gpuwarden-exempt")
+_EXEMPT_SEPARATORS = re.compile(r"[\s,_]+")
+_KEY_PREFIX = re.compile(r"^.*[/:]")
+_WORDS = re.compile(r"[\W_]+")
+_ASCII_CONTROL = dict.fromkeys([*range(0x20), 0x7F])
+_SHOWN_CHARS = 40
+
+
+def canonical(text: object) -> str:
+    """The text as compared: NFKC, invisible characters dropped, trimmed, case-folded."""
+    value = str(text)
+    if value.isascii():
+        return value.translate(_ASCII_CONTROL).strip().casefold()
+    value = unicodedata.normalize("NFKC", value)
+    value = "".join(ch for ch in value if not unicodedata.category(ch).startswith("C"))
+    return value.strip().casefold()
+
+
+def normalize_key(key: str) -> str:
+    """Tag keys match case-insensitively (trimmed, Unicode-normalized) with `-` and `_` equal."""
+    return canonical(key).replace("_", "-")
+
+
+_EXEMPT_KEYS = frozenset(normalize_key(key) for key in EXEMPT_KEYS)
+
+
+def is_environment_key(key: str) -> bool:
+    return _KEY_PREFIX.sub("", normalize_key(key)).strip("-.") in PRODUCTION_KEYS
+
+
+def is_production_value(value: object) -> bool:
+    words = [word for word in _WORDS.split(canonical(value)) if word]
+    return any(word.startswith(PRODUCTION_PREFIXES)
+               and (index == 0 or words[index - 1] not in NEGATING_WORDS)
+               for index, word in enumerate(words))
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """Whether tags make a resource production, and the words to say why."""
+
+    production: bool
+    reason: str
+
+
+def _shown(key: str, value: object) -> str:
+    """`key='value'`, bounded and with invisible characters escaped (tags are user input)."""
+    return f"{key[:_SHOWN_CHARS]!r}={str(value)[:_SHOWN_CHARS]!r}"
+
+
+def environment_of(labels: Mapping[str, object]) -> Environment | None:
+    """The verdict of the environment tags among `labels`; None when there are none."""
+    found = [(str(key), value) for key, value in labels.items()
+             if is_environment_key(str(key))]
+    if not found:
+        return None
+    production = [(key, value) for key, value in found if is_production_value(value)]
+    if not production:
+        return Environment(False, f"not production ({_shown(*found[0])})")
+    others = [(key, value) for key, value in found if not is_production_value(value)]
+    if others:
+        return Environment(True, "treated as production: its environment tags disagree "
+                           f"({_shown(*production[0])}, {_shown(*others[0])})")
+    return Environment(True, f"production ({_shown(*production[0])})")
+
+
+def environment(tags: Mapping[str, object],
+                fallback: Mapping[str, object] | None = None) -> Environment:
+    """Own tags decide; a namespace's (project's, subscription's) labels only when they are
+    silent."""
+    verdict = environment_of(tags)
+    if verdict is None and fallback:
+        inherited = environment_of(fallback)
+        if inherited is not None:
+            verdict = Environment(inherited.production,
+                                  f"{inherited.reason}, from its namespace/project labels")
+    return verdict or Environment(False, "no environment tag")
+
+
+_last_production: tuple[Resource | None, Tri] = (None, None)
+
+
+def is_production(resource: Resource) -> Tri:
+    """Production by the resource's own environment tags; else by its namespace's labels.
+
+    Several policies ask this of the same resource in a row: the last answer is kept.
+    """
+    global _last_production
+    last, answer = _last_production
+    if last is resource:
+        return answer
+    if resource.is_unknown("tags"):
+        answer = None
+    else:
+        answer = environment(resource.tags, resource.namespace_labels).production
+    _last_production = (resource, answer)
+    return answer
+
+
+def production_reason(resource: Resource) -> str:
+    """Why the resource counts as production (or unknown), for a finding's remediation."""
+    if resource.is_unknown("tags"):
+        return "its tags are not known yet"
+    return environment(resource.tags, resource.namespace_labels).reason
+
+
+def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
+    """Policy ids (or `all`) listed by exemption tags, labels or annotations in `sources`."""
+    ids: set[str] = set()
+    for source in sources:
+        for key, value in source.items():
+            if value and normalize_key(str(key)) in _EXEMPT_KEYS:
+                ids.update(part for part in _EXEMPT_SEPARATORS.split(canonical(value)) if part)
+    return frozenset(ids)
+
+
+def exempt_policies(resource: Resource) -> frozenset[str]:
+    """Policy ids (or `all`) a resource is exempted from by tag, label or annotation."""
+    return exempt_ids(resource.tags, resource.annotations)
+
+
+def is_exempt(resource: Resource, policy_id: str) -> bool:
+    if not resource.tags and not resource.annotations:
+        return False
+    ids = exempt_policies(resource)
+    return policy_id in ids or "all" in ids
+
+
+def protection(policy: str, tags: Mapping[str, object],
+               fallback: Mapping[str, object] | None = None,
+               annotations: Mapping[str, object] | None = None) -> str | None:
+    """Why a resource whose current tags are `tags` must not be changed for `policy` now
+    (production or exempt); None when it may be. Executors call it on tags read just before
+    acting."""
+    verdict = environment(tags, fallback)
+    if verdict.production:
+        return f"now {verdict.reason}: never changed (tags re-read before acting)"
+    ids = exempt_ids(tags, annotations or {})
+    if policy in ids or "all" in ids:
+        return f"now exempt from {policy} by tag: not changed (tags re-read before acting)"
+    return None
+
+
+def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
+    present = {normalize_key(key) for key, value in tags.items() if str(value).strip()}
+    return [key for key in required if normalize_key(key) not in present]

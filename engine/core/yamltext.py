@@ -1,0 +1,178 @@
+"""YAML loading that remembers where each mapping and list came from, for `file:line` errors.
+
+Bounded, since policy files and snapshots are hostile input (each limit an `InputError` naming
+the file and line):
+
+- **Nesting** deeper than `max_depth` (default `MAX_DEPTH`) is refused while composing, before
+  PyYAML's recursive composer and constructor could overflow the stack.
+- **Alias expansion** (billion laughs): every node is weighed as the number of nodes it stands
+  for once aliases are expanded; a document weighing more than `EXPANSION_FLOOR` plus
+  `EXPANSION_PER_CHAR` per character of its text is refused, as is an alias to a node that
+  contains it. PyYAML shares aliased objects, so the harm would come later, from whatever walks
+  the loaded document (validation, `policies show`, JSON encoding).
+- **Integers** longer than `MAX_INT_CHARS` characters are refused (Python refuses to convert
+  more than 4,300 digits with a bare ValueError, and no field needs such numbers).
+
+Text only: reading files within bounds is `engine.loading.files`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from engine.core.errors import InputError
+
+MAX_DEPTH = 128
+EXPANSION_FLOOR = 100_000
+EXPANSION_PER_CHAR = 2
+MAX_INT_CHARS = 100
+
+
+class LineDict(dict[str, Any]):
+    line: int | None = None
+    key_lines: dict[str, int]
+
+
+class LineList(list[Any]):
+    line: int | None = None
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A SafeLoader that weighs nodes and refuses deep nesting while it composes."""
+
+    def __init__(self, stream: str, *, max_depth: int, max_weight: int):
+        super().__init__(stream)
+        self.max_depth = max_depth
+        self.max_weight = max_weight
+        self._depth = 0
+        self._weights: dict[int, int] = {}  # id(node) -> nodes it expands to
+
+    def compose_document(self) -> yaml.Node | None:
+        try:
+            document: yaml.Node | None = super().compose_document()
+            return document
+        finally:
+            self._weights.clear()  # anchors do not outlive their document
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+            if node is None or id(node) not in self._weights:
+                raise yaml.composer.ComposerError(
+                    None, None, "an alias refers to a node that contains it", mark)
+            return node
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {self.max_depth} levels deep",
+                    self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        assert node is not None  # only an alias event composes to None
+        self._weigh(node)
+        return node
+
+    def _weigh(self, node: yaml.Node) -> None:
+        weights = self._weights
+        weight = 1
+        if isinstance(node, yaml.SequenceNode):
+            weight += sum(weights[id(child)] for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            weight += sum(weights[id(key)] + weights[id(value)] for key, value in node.value)
+        if weight > self.max_weight:
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases expand this document to more than {self.max_weight} "
+                "values", node.start_mark)
+        weights[id(node)] = weight
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_CHARS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of more than {MAX_INT_CHARS} characters", node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    result = LineDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str | int | float | bool):
+            raise yaml.constructor.ConstructorError(
+                None, None, "mapping keys must be scalars", key_node.start_mark
+            )
+        result[str(key)] = loader.construct_object(value_node, deep=True)
+        result.key_lines[str(key)] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LineList:
+    result = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    return result
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def load_yaml_documents(text: str, file: str, *, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """All documents of a YAML text, mappings as LineDict and lists as LineList, within the
+    module's bounds on nesting, alias expansion and integer size."""
+    loader: _LineLoader | None = None
+    try:
+        loader = _LineLoader(text, max_depth=max_depth,  # its reader checks the characters
+                             max_weight=EXPANSION_FLOOR + EXPANSION_PER_CHAR * len(text))
+        documents = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            document = loader.get_data()
+            if document is not None:
+                documents.append(document)
+        return documents
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"invalid YAML: {exc.problem or exc}", file=file, line=line) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", file=file) from None
+    except (ValueError, RecursionError) as exc:  # last resort: PyYAML's own conversions
+        raise InputError(f"invalid YAML: {' '.join(str(exc).split())[:200]}", file=file,
+                         line=_current_line(loader)) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _current_line(loader: _LineLoader | None) -> int | None:
+    mark = getattr(loader, "mark", None) or getattr(loader, "problem_mark", None)
+    return mark.line + 1 if mark is not None else None
+
+
+def line_of(value: Any, key: str | None = None) -> int | None:
+    """Line of a loaded mapping or list, or of one key inside a mapping."""
+    if key is not None and isinstance(value, LineDict) and key in value.key_lines:
+        return value.key_lines[key]
+    return getattr(value, "line", None)
+
+
+def line_at(doc: Any, loc: Iterable[int | str]) -> int | None:
+    """The line of the deepest node on a path into a loaded document (a pydantic error `loc`)."""
+    node, line = doc, line_of(doc)
+    for key in loc:
+        line = line_of(node, str(key)) or line
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+        line = line_of(node) or line
+    return line
