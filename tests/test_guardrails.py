@@ -718,8 +718,8 @@ def test_budgets_file_errors_name_the_file_and_line(tmp_path: Path) -> None:
 def test_budgets_file_is_read_by_the_loader_once_never_while_compiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from engine.loading import parameter_files
     from engine.core.policy import compile_policy
+    from engine.loading import parameter_files
 
     reads: list[str] = []
 
