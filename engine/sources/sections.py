@@ -11,7 +11,7 @@ reader function that its module does not register itself.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -93,3 +93,31 @@ def check_shape(shape: type[ObjectShape], obj: Any, where: str, file: str) -> No
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
         problem = _SHAPE_PROBLEMS.get(error["type"], error["msg"])
         raise InputError(f"{where}{printable(path, 80)}: {problem}", file=file) from None
+
+
+ScopeEntry = tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]
+
+
+def checked_scopes(value: Any, *, section: str, scopes: str, scope: str,
+                   scope_shape: type[ObjectShape], list_shapes: Mapping[str, type[ObjectShape]],
+                   file: str) -> list[ScopeEntry]:
+    """The entries of a cloud section `{<scopes>: [{<scope>: {...}, <list>: [...], ...}]}`
+    (`gcp: {projects: [{project, instances, disks}]}`), every object shape-checked: each entry's
+    scope object and its lists by key. `InputError` naming the first misfit."""
+    if not isinstance(value, Mapping) or not isinstance(value.get(scopes), list):
+        raise InputError(f"{section} must be a mapping with a '{scopes}' list", file=file)
+    entries: list[ScopeEntry] = []
+    for index, entry in enumerate(value[scopes]):
+        where = f"{section}.{scopes}[{index}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get(scope), Mapping):
+            raise InputError(f"{where} needs a '{scope}' mapping", file=file)
+        check_shape(scope_shape, entry[scope], f"{where}.{scope}", file)
+        lists = {key: entry.get(key) or [] for key in list_shapes}
+        for key, items in lists.items():
+            if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+                raise InputError(f"{where}.{key} must be a list of objects", file=file)
+            for position, item in enumerate(items):
+                check_shape(list_shapes[key], item, f"{where}.{key}[{position}]", file)
+        entries.append((dict(entry[scope]),
+                         {key: [dict(i) for i in items] for key, items in lists.items()}))
+    return entries

@@ -5,15 +5,14 @@ normalized like a live scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from engine.core.errors import InputError
 from engine.core.model import Resource
 from engine.sources.azure.normalizers import estate_resources
 from engine.sources.azure.readers import SubscriptionEstate
 from engine.sources.azure.shapes import SECTION_LISTS, SECTION_SHAPES, SubscriptionShape
-from engine.sources.sections import SnapshotContext, check_shape, section
+from engine.sources.sections import SnapshotContext, checked_scopes, section
 
 
 def azure_snapshot(estates: Iterable[SubscriptionEstate]) -> dict[str, Any]:
@@ -31,20 +30,8 @@ def read_snapshot_section(value: Any, ctx: SnapshotContext) -> list[Resource]:
 
 
 def _estates_from_section(value: Any, file: str) -> list[SubscriptionEstate]:
-    if not isinstance(value, Mapping) or not isinstance(value.get("subscriptions"), list):
-        raise InputError("azure must be a mapping with a 'subscriptions' list", file=file)
-    estates: list[SubscriptionEstate] = []
-    for index, entry in enumerate(value["subscriptions"]):
-        where = f"azure.subscriptions[{index}]"
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("subscription"), Mapping):
-            raise InputError(f"{where} needs a 'subscription' mapping", file=file)
-        check_shape(SubscriptionShape, entry["subscription"], f"{where}.subscription", file)
-        lists = {key: entry.get(key) or [] for key in SECTION_LISTS}
-        for key, items in lists.items():
-            if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
-                raise InputError(f"{where}.{key} must be a list of objects", file=file)
-            for position, item in enumerate(items):
-                check_shape(SECTION_SHAPES[key], item, f"{where}.{key}[{position}]", file)
-        estates.append(SubscriptionEstate(
-            dict(entry["subscription"]), *([dict(i) for i in lists[k]] for k in SECTION_LISTS)))
-    return estates
+    entries = checked_scopes(value, section="azure", scopes="subscriptions",
+                             scope="subscription", scope_shape=SubscriptionShape,
+                             list_shapes=SECTION_SHAPES, file=file)
+    return [SubscriptionEstate(subscription, *(lists[key] for key in SECTION_LISTS))
+            for subscription, lists in entries]
