@@ -205,6 +205,49 @@ def check_plan(
     _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
 
 
+@app.command("check-manifests")
+def check_manifests(
+    paths: Annotated[list[str], typer.Argument(
+        metavar="PATH...", help="Kubernetes manifests (YAML/JSON files, directories), or - for "
+        "stdin")],
+    policies: PoliciesOpt = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    fail_on: FailOnOpt = Severity.INFO,
+    now: NowOpt = None,
+    unknown: UnknownOpt = "warn",
+    soft_fail: SoftFailOpt = False,
+    show_passed: ShowPassedOpt = False,
+    prices: PricesOpt = None,
+    namespace_labels: Annotated[str | None, typer.Option(
+        "--namespace-labels", help="YAML mapping of namespace to its labels (production is "
+        "read from them); Namespace objects among the manifests count too.")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """PR check: judge Kubernetes manifests as the admission webhook would."""
+    _check_choice("--format", fmt, FORMATS)
+    _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
+    from engine.manifests import (
+        admission_resources,
+        namespace_labels_in,
+        read_manifests,
+        read_namespace_labels,
+    )
+    from engine.pipeline import build_engine, evaluate_and_plan, parse_instant
+
+    instant = parse_instant(now)
+    engine = build_engine(policies, prices)
+    manifests = read_manifests(paths)
+    labels = namespace_labels_in(manifests)
+    if namespace_labels is not None:
+        labels.update(read_namespace_labels(namespace_labels))
+    resources = admission_resources(manifests, engine.catalog, labels)
+    report = evaluate_and_plan(engine, resources, instant, door="admission",
+                               show_passed=show_passed)
+    source = _display_path(paths[0]) if len(paths) == 1 and not Path(paths[0]).is_dir() else None
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
+
+
 def _display_path(path: str) -> str | None:
     """The plan as SARIF should name it: relative to the working directory when inside it."""
     if path == "-":
