@@ -20,7 +20,12 @@ Modules, each one concept (a module imports only those above it):
 - `gpu_requests`: whole-GPU and MIG requests of a pod, its `GpuSpec`.
 - `sharing`: time-slicing and MPS.
 - `facts`: the `WorkloadSpec` of a workload's pod templates.
-- `training_jobs`: PyTorchJob, MPIJob and RayJob.
+- `dra`: GPUs of DRA ResourceClaims / ResourceClaimTemplates.
+- `crd_kinds`: the registry of multi-template kinds (training operators, Ray, LWS, JobSet,
+  Volcano, KServe, Spark): where their pod templates live, how their pods multiply.
+- `training_jobs`: one resource for a registered kind, GPUs summed over its templates.
+- `node_pools`: Karpenter NodePools as GPU node groups.
+- `unread_kinds`: any other kind that asks for accelerators, with unknown GPUs.
 - `workloads`: Pods and pod-template controllers, the `workload_resource` entry point.
 - `cluster`: a listed cluster normalized, and saved as a snapshot section.
 - `snapshot`: the `kubernetes:` snapshot section reader.
@@ -36,6 +41,8 @@ from engine.sources.kubernetes.cluster import (
     kubernetes_snapshot,
     node_info,
 )
+from engine.sources.kubernetes.crd_kinds import KINDS, TRAINING_KINDS, KindEntry, kind_entry
+from engine.sources.kubernetes.dra import ClaimIndex, DeviceClaim, claim_index
 from engine.sources.kubernetes.facts import (
     CHECKPOINT_ANNOTATION,
     QUEUE_LABEL,
@@ -85,6 +92,7 @@ __all__ = [
     "GPU_PRODUCT_LABEL",
     "GPU_REPLICAS_LABEL",
     "GPU_RESOURCE",
+    "KINDS",
     "MAX_LABEL_VALUE_CHARS",
     "MIG_RESOURCE_PREFIX",
     "PROVIDER",
@@ -94,15 +102,21 @@ __all__ = [
     "SPOT_LABELS",
     "SPOT_TOLERATIONS",
     "TRAINING_JOB_KINDS",
+    "TRAINING_KINDS",
+    "ClaimIndex",
     "ClusterState",
+    "DeviceClaim",
     "GpuRequests",
+    "KindEntry",
     "NodeInfo",
     "PodGroup",
+    "claim_index",
     "cluster_resources",
     "declared_memory_gib",
     "effective_gpu_requests",
     "gpu_model",
     "gpu_quantity",
+    "kind_entry",
     "kubernetes_snapshot",
     "load_manifests",
     "namespace_resource",

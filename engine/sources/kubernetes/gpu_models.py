@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from engine.core.catalog import Catalog
+from engine.sources.kubernetes.placement import Term, pinned_value
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB per GPU (GPU feature discovery)
@@ -108,3 +109,69 @@ def memory_label_gib(value: str | None) -> float | None:
     if value is None or not re.fullmatch(r"[0-9]{1,9}", value) or int(value) == 0:
         return None
     return int(value) / 1024.0
+
+
+# Node labels that name a node's GPU, by cloud, tried in this order after nvidia.com/gpu.product.
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+_GPU_NAME_LABELS = (
+    "k8s.amazonaws.com/accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "kubernetes.azure.com/accelerator",
+)
+# Karpenter instance families with one GPU model (karpenter.k8s.aws/instance-family).
+_FAMILY_GPUS = {
+    "p3": "NVIDIA-V100", "p3dn": "NVIDIA-V100-32GB", "p4d": "NVIDIA-A100-40GB",
+    "p4de": "NVIDIA-A100-80GB", "p5": "NVIDIA-H100-80GB", "p5e": "NVIDIA-H200",
+    "p5en": "NVIDIA-H200", "g4dn": "NVIDIA-T4", "g5": "NVIDIA-A10G", "g5g": "NVIDIA-T4G",
+    "g6": "NVIDIA-L4", "g6e": "NVIDIA-L40S", "gr6": "NVIDIA-L4",
+}
+# Short GPU names as labels write them (t4, a10g, nvidia-tesla-v100, h100) → product words.
+_NAME_PREFIXES = ("nvidia-tesla-", "nvidia-", "tesla-")
+
+
+def placement_gpu_model(terms: list[Term], catalog: Catalog) -> tuple[str | None, float | None]:
+    """(GPU model, memory) from the cloud labels a pod's node selection pins, else (None, None)."""
+    accelerator = pinned_value(terms, GKE_ACCELERATOR_LABEL)
+    if accelerator and len(accelerator) <= MAX_LABEL_VALUE_CHARS:
+        found = catalog.accelerator(accelerator)
+        if found is not None:
+            return found.gpu_model, found.gpu_memory_gib
+        return _named_model(accelerator, catalog)
+    for key in INSTANCE_TYPE_LABELS:
+        instance = catalog.instance(pinned_value(terms, key))
+        if instance is not None and instance.gpu_count > 0:
+            return instance.gpu_model, instance.gpu_memory_gib
+    for key in _GPU_NAME_LABELS:
+        name = pinned_value(terms, key)
+        if name and len(name) <= MAX_LABEL_VALUE_CHARS:
+            return _named_model(name, catalog)
+    family = _FAMILY_GPUS.get(pinned_value(terms, "karpenter.k8s.aws/instance-family") or "")
+    return gpu_model(family, catalog) if family else (None, None)
+
+
+def _named_model(name: str, catalog: Catalog) -> tuple[str | None, float | None]:
+    lowered = name.lower()
+    if lowered in ("nvidia", "true", "gpu") or "$" in lowered:
+        return None, None  # a vendor or a template placeholder names no model
+    for prefix in _NAME_PREFIXES:
+        if lowered.startswith(prefix):
+            lowered = lowered[len(prefix):]
+            break
+    model, memory = gpu_model("NVIDIA-" + lowered.upper(), catalog)
+    return model, memory
+
+
+def mig_profile_model(migs: dict[str, int], catalog: Catalog) -> tuple[str | None, float | None]:
+    """The GPU model a MIG profile belongs to when only one catalog family has it."""
+    families = {family for family, profiles in catalog.mig_profiles.items()
+                if any(p.name in migs for p in profiles)}
+    if len(families) != 1:
+        return None, None
+    family = families.pop()
+    return f"NVIDIA {family}", _family_memory(family)
+
+
+def _family_memory(family: str) -> float | None:
+    stated = re.search(r"(\d+)GB", family.upper())
+    return float(stated.group(1)) if stated else None

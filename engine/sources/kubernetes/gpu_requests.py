@@ -11,18 +11,22 @@ from typing import Any
 
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.model import GpuSpec
+from engine.sources.kubernetes.dra import PodClaims
 from engine.sources.kubernetes.gpu_models import (
     GPU_MEMORY_LABEL,
     GPU_PRODUCT_LABEL,
     MAX_LABEL_VALUE_CHARS,
     gpu_model,
     memory_label_gib,
+    mig_profile_model,
+    placement_gpu_model,
 )
 from engine.sources.kubernetes.objects import as_list, as_mapping
-from engine.sources.kubernetes.placement import node_requirements, pinned_value
+from engine.sources.kubernetes.placement import Term, node_requirements, pinned_value
 from engine.sources.kubernetes.quantities import declared_memory_gib, gpu_quantity
 
 GPU_RESOURCE = "nvidia.com/gpu"
+AMD_GPU_RESOURCE = "amd.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_MEMORY_ANNOTATION = "gpuwarden.io/gpu-memory"
 _MIG_IN_PRODUCT = re.compile(r"^(.+)-MIG-(\d+g\.\d+gb)$", re.IGNORECASE)
@@ -37,21 +41,54 @@ class GpuRequests:
 
 
 def gpu_spec(
-    pod_spec: dict[str, Any], annotations: dict[str, str], catalog: Catalog | None
-) -> tuple[GpuSpec | None, bool, bool]:
-    """(GPU spec or None when no GPU is requested, GPU request known, declared memory known)."""
+    pod_spec: dict[str, Any], annotations: dict[str, str], catalog: Catalog | None,
+    claims: PodClaims | None = None,
+) -> tuple[GpuSpec | None, frozenset[str]]:
+    """(GPU spec per pod or None when no GPU is requested, the unknown paths it leaves).
+
+    Unknown paths: `gpu` (a request unreadable, or a DRA claim not known), `gpu.count` (the count
+    is a lower bound: a claim of every device of a node), `gpu.declared_memory_gib`.
+    """
     requests = effective_gpu_requests(pod_spec)
-    whole = requests.amounts.get(GPU_RESOURCE, 0.0)
+    claims = claims or PodClaims()
+    whole = requests.amounts.get(GPU_RESOURCE, 0.0) + requests.amounts.get(AMD_GPU_RESOURCE, 0.0)
+    whole += claims.gpus
     migs = {
         name[len(MIG_RESOURCE_PREFIX) :]: int(amount)
         for name, amount in requests.amounts.items()
         if name.startswith(MIG_RESOURCE_PREFIX) and amount > 0
     }
     declared, declared_known = declared_memory_gib(annotations.get(GPU_MEMORY_ANNOTATION))
-    if whole == 0 and not migs and not requests.malformed:
-        return None, True, declared_known
+    unknown = set() if declared_known else {"gpu.declared_memory_gib"}
+    if requests.malformed or not claims.known:
+        unknown.add("gpu")
+    if not claims.exact:
+        unknown.add("gpu.count")
+    if whole == 0 and not migs and "gpu" not in unknown:
+        return None, frozenset(unknown - {"gpu.count"})
 
     requirements = node_requirements(pod_spec)
+    model, memory, migs, whole = _pinned_model(requirements, migs, whole, catalog)
+    if memory is None:
+        memory = memory_label_gib(pinned_value(requirements, GPU_MEMORY_LABEL))
+
+    mig_profile = max(migs, key=_mig_memory) if migs else None
+    spec = GpuSpec(
+        model=model,
+        count=None if "gpu" in unknown else whole,
+        memory_gib=memory,
+        mig_profile=mig_profile,
+        mig_count=sum(migs.values()),
+        declared_memory_gib=declared,
+    )
+    return spec, frozenset(unknown)
+
+
+def _pinned_model(requirements: list[Term], migs: dict[str, int], whole: float,
+                  catalog: Catalog | None
+                  ) -> tuple[str | None, float | None, dict[str, int], float]:
+    """(GPU model, memory per GPU, MIG slices, whole GPUs) from the node labels a pod pins."""
+    catalog = catalog or builtin_catalog()
     product = pinned_value(requirements, GPU_PRODUCT_LABEL)
     if product is not None and len(product) > MAX_LABEL_VALUE_CHARS:
         product = None  # no node carries a label value that long: no GPU model is pinned
@@ -59,22 +96,16 @@ def gpu_spec(
     if slice_of:
         # MIG "single" strategy: nvidia.com/gpu on such a node is one slice of the named GPU.
         product = slice_of.group(1)
-        migs[slice_of.group(2).lower()] = migs.get(slice_of.group(2).lower(), 0) + int(whole)
+        profile = slice_of.group(2).lower()
+        migs = {**migs, profile: migs.get(profile, 0) + int(whole)}
         whole = 0.0
-    model, memory = gpu_model(product, catalog or builtin_catalog()) if product else (None, None)
-    if memory is None:
-        memory = memory_label_gib(pinned_value(requirements, GPU_MEMORY_LABEL))
-
-    mig_profile = max(migs, key=_mig_memory) if migs else None
-    spec = GpuSpec(
-        model=model,
-        count=None if requests.malformed else whole,
-        memory_gib=memory,
-        mig_profile=mig_profile,
-        mig_count=sum(migs.values()),
-        declared_memory_gib=declared,
-    )
-    return spec, not requests.malformed, declared_known
+    if product:
+        named, named_memory = gpu_model(product, catalog)
+        return named, named_memory, migs, whole
+    model, memory = placement_gpu_model(requirements, catalog)
+    if model is None and migs:
+        model, memory = mig_profile_model(migs, catalog)
+    return model, memory, migs, whole
 
 
 def effective_gpu_requests(pod_spec: dict[str, Any]) -> GpuRequests:
@@ -136,7 +167,7 @@ def _container_gpu_requests(container: Any) -> tuple[dict[str, float], bool]:
 
 def _is_gpu_resource(name: Any) -> bool:
     return isinstance(name, str) and (
-        name == GPU_RESOURCE
+        name in (GPU_RESOURCE, AMD_GPU_RESOURCE)
         or (name.startswith(MIG_RESOURCE_PREFIX) and len(name) > len(MIG_RESOURCE_PREFIX))
     )
 

@@ -49,6 +49,7 @@ _SPOT_NODE_LABELS: dict[str, tuple[str, bool]] = {
     "cloud.google.com/gke-spot": ("true", True),
     "cloud.google.com/gke-preemptible": ("true", True),
     "kubernetes.azure.com/scalesetpriority": ("spot", True),
+    "cloud.google.com/gke-provisioning": ("spot", False),
 }
 
 # One alternative a pod may schedule onto: (key, operator, values) requirements that must all hold.

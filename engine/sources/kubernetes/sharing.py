@@ -1,5 +1,6 @@
-"""GPU sharing without hardware isolation: time-slicing and MPS, as a pod requests it
-(`nvidia.com/gpu.shared`) or as the labels of the nodes it can land on say.
+"""GPU sharing without hardware isolation: time-slicing, MPS and HAMi virtual GPUs, as a pod
+requests it (`nvidia.com/gpu.shared`, `nvidia.com/gpumem` / `gpucores`) or as the labels of the
+nodes it can land on say.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from engine.sources.kubernetes.placement import every_term, node_requirements
 # Time-slicing with renameByDefault: the device plugin advertises shared GPUs under this name.
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"  # GPU feature discovery: > 1 when shared
+# HAMi virtual GPUs: a share of a GPU's memory or cores; nvidia.com/gpu then counts shares.
+HAMI_SHARE_RESOURCES = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage",
+                                  "nvidia.com/gpucores"})
 SHARED_PRODUCT_SUFFIX = "-SHARED"  # GFD's product label on shared GPUs (renameByDefault false)
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # per-node plugin config name
 
@@ -42,9 +46,10 @@ def _shared_gpu(pod_spec: dict[str, Any]) -> bool | None:
     device-plugin configuration whose content is not known here; else False."""
     for container in as_list(pod_spec.get("containers")) + as_list(pod_spec.get("initContainers")):
         resources = as_mapping(as_mapping(container).get("resources"))
-        if any(SHARED_GPU_RESOURCE in as_mapping(resources.get(part))
-               for part in ("limits", "requests")):
-            return True
+        for part in ("limits", "requests"):
+            names = as_mapping(resources.get(part)).keys()
+            if SHARED_GPU_RESOURCE in names or not HAMI_SHARE_RESOURCES.isdisjoint(names):
+                return True
     terms = node_requirements(pod_spec)
     if every_term(terms, _shares):
         return True

@@ -1,6 +1,6 @@
-"""Training-operator jobs (Kubeflow PyTorchJob and MPIJob, KubeRay RayJob): several pod templates
-in one object, each with its replica count; one resource whose GPUs are summed over replica
-specs × replicas.
+"""Workloads with several pod templates in one object (the `crd_kinds` registry: training
+operators, Ray, LWS, JobSet, Volcano, KServe, Spark): one resource whose GPUs are summed over its
+pod templates × their pods.
 """
 
 from __future__ import annotations
@@ -10,75 +10,30 @@ from typing import Any
 
 from engine.core.catalog import Catalog
 from engine.core.model import Capacity, Category, GpuSpec, Resource, State
+from engine.sources.kubernetes.crd_kinds import MULTI_TEMPLATE_KINDS, kind_entry
+from engine.sources.kubernetes.dra import ClaimIndex, pod_claims
 from engine.sources.kubernetes.facts import PodGroup, workload_facts
 from engine.sources.kubernetes.gpu_requests import gpu_spec
 from engine.sources.kubernetes.objects import (
     PROVIDER,
-    as_list,
     as_mapping,
     as_text,
     controller_owner,
-    count_field,
-    dig,
     first_wins,
     string_keys,
     string_map,
 )
 from engine.sources.kubernetes.placement import workload_capacity
 
-# Training-operator kinds with several pod templates: kind -> path of their replica specs.
-_REPLICA_SPECS: dict[str, tuple[str, ...]] = {
-    "PyTorchJob": ("spec", "pytorchReplicaSpecs"),
-    "MPIJob": ("spec", "mpiReplicaSpecs"),
-}
-TRAINING_JOB_KINDS = frozenset({*_REPLICA_SPECS, "RayJob"})
+# Every kind of the registry (`crd_kinds`): several pod templates in one object.
+TRAINING_JOB_KINDS = MULTI_TEMPLATE_KINDS
 
 
 def pod_groups(obj: dict[str, Any]) -> list[PodGroup]:
-    """The pod templates of a training-operator job, each with its pod count.
-
-    PyTorchJob / MPIJob: every `*ReplicaSpecs` entry (`replicas`, default 1). RayJob: the head
-    group (one pod) and every worker group (`replicas`, else `minReplicas`, else 1, times
-    `numOfHosts`). Entries without a readable template are skipped.
-    """
-    kind = obj.get("kind")
-    if kind in _REPLICA_SPECS:
-        specs = as_mapping(dig(obj, _REPLICA_SPECS[kind]))
-        found = [_replica_group(spec, ("replicas",)) for spec in specs.values()]
-    elif kind == "RayJob":
-        cluster = as_mapping(dig(obj, ("spec", "rayClusterSpec")))
-        head = as_mapping(cluster.get("headGroupSpec"))
-        found = [_template_group(head.get("template"), 1, True)]
-        for worker in as_list(cluster.get("workerGroupSpecs")):
-            found.append(_replica_group(worker, ("replicas", "minReplicas"), hosts=True))
-    else:
-        return []
-    return [group for group in found if group is not None]
-
-
-def _replica_group(spec: Any, count_keys: tuple[str, ...], *, hosts: bool = False
-                   ) -> PodGroup | None:
-    spec = as_mapping(spec)
-    pods, known = 1, True
-    for key in count_keys:
-        value, readable = count_field(spec, key)
-        known = known and readable
-        if value is not None:
-            pods = value
-            break
-    if hosts:
-        per_replica, readable = count_field(spec, "numOfHosts")
-        known = known and readable
-        pods *= 1 if per_replica is None else per_replica
-    return _template_group(spec.get("template"), pods, known)
-
-
-def _template_group(template: Any, pods: int, known: bool) -> PodGroup | None:
-    template = as_mapping(template)
-    spec = template.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-        return None
-    return PodGroup(as_mapping(template.get("metadata")), spec, pods, known)
+    """The pod templates of a registered multi-template kind, each with its pod count; [] for
+    any other kind. Entries without a readable template are skipped."""
+    entry = kind_entry(obj)
+    return entry.pod_groups(obj) if entry is not None else []
 
 
 def training_job_resource(
@@ -92,6 +47,7 @@ def training_job_resource(
     cluster: str | None,
     node_labels: Mapping[str, str] | None,
     namespace_network_policies: int | None,
+    claims: ClaimIndex | None = None,
 ) -> Resource:
     """One resource for the whole job: its GPUs are every group's GPUs per pod × pods."""
     metadata = as_mapping(obj.get("metadata"))
@@ -102,14 +58,12 @@ def training_job_resource(
     unknown: set[str] = set()
     specs: list[tuple[PodGroup, GpuSpec]] = []
     for group in groups:
-        gpu, gpu_known, declared_known = gpu_spec(group.spec, annotations, catalog)
-        if not gpu_known:
-            unknown.add("gpu")
-        if not declared_known:
-            unknown.add("gpu.declared_memory_gib")
-        if not group.pods_known:
-            unknown.add("gpu")
+        pod_claims_of = pod_claims(group.spec, namespace, claims)
+        gpu, gaps = gpu_spec(group.spec, annotations, catalog, pod_claims_of)
+        unknown |= gaps
         if gpu is not None:
+            if not group.pods_known:
+                unknown.add("gpu")
             specs.append((group, gpu))
     gpu_groups = [group for group, _ in specs] or groups
     workload = workload_facts(obj, gpu_groups, annotations, node_labels=node_labels,

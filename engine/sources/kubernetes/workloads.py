@@ -10,8 +10,11 @@ from typing import Any
 from engine.core.catalog import Catalog
 from engine.core.errors import InputError
 from engine.core.model import Capacity, Category, Resource, State
+from engine.sources.kubernetes.crd_kinds import kind_entry
+from engine.sources.kubernetes.dra import ClaimIndex, pod_claims
 from engine.sources.kubernetes.facts import PodGroup, workload_facts
 from engine.sources.kubernetes.gpu_requests import gpu_spec
+from engine.sources.kubernetes.node_pools import is_node_pool, node_pool_resource
 from engine.sources.kubernetes.objects import (
     PROVIDER,
     as_mapping,
@@ -24,11 +27,8 @@ from engine.sources.kubernetes.objects import (
     string_map,
 )
 from engine.sources.kubernetes.placement import workload_capacity
-from engine.sources.kubernetes.training_jobs import (
-    TRAINING_JOB_KINDS,
-    pod_groups,
-    training_job_resource,
-)
+from engine.sources.kubernetes.training_jobs import pod_groups, training_job_resource
+from engine.sources.kubernetes.unread_kinds import unread_kind_resource
 
 # Kinds whose pod spec lives at spec.template.spec (CronJob: spec.jobTemplate.spec.template.spec).
 CONTROLLER_KINDS = frozenset(
@@ -47,6 +47,7 @@ def workload_resource(
     node_capacity: Capacity | None = None,
     node_labels: Mapping[str, str] | None = None,
     namespace_network_policies: int | None = None,
+    claims: ClaimIndex | None = None,
 ) -> Resource | None:
     """The workload `Resource` of a Pod, a pod-template controller or a training-operator job
     (PyTorchJob, MPIJob, RayJob); None for other kinds.
@@ -54,37 +55,35 @@ def workload_resource(
     `state` is the caller's: PLANNED at admission, RUNNING for live objects. `node_capacity`
     and `node_labels` (of the node a running pod is on) override what the pod's selectors say;
     `namespace_network_policies` is how many NetworkPolicies its namespace has (None: not
-    listed).
+    listed). `claims` holds the DRA ResourceClaim(Template)s known (`dra.claim_index`): a pod
+    whose claim is not among them has an unknown GPU count. A Karpenter NodePool is a node
+    group; any other kind that asks for accelerators is a resource whose GPUs are unknown.
     """
     if not isinstance(obj, dict):
         raise InputError(f"expected a Kubernetes object mapping, got {type(obj).__name__}")
     kind = obj.get("kind")
     if not isinstance(kind, str):
         return None
-    if kind in TRAINING_JOB_KINDS:
+    if is_node_pool(obj):
+        return node_pool_resource(obj, catalog=catalog, state=state, cluster=cluster)
+    if kind_entry(obj) is not None:
         groups = pod_groups(obj)
         if groups:
             return training_job_resource(obj, kind, groups, namespace_labels, catalog=catalog,
                                          state=state, cluster=cluster, node_labels=node_labels,
-                                         namespace_network_policies=namespace_network_policies)
+                                         namespace_network_policies=namespace_network_policies,
+                                         claims=claims)
     template = pod_template(obj)
     if template is None:
-        return None
+        return unread_kind_resource(obj, namespace_labels, state=state, cluster=cluster)
     template_metadata, pod_spec = template
     metadata = as_mapping(obj.get("metadata"))
-    unknown: set[str] = set()
-
     namespace = as_text(metadata.get("namespace")) or "default"
     name = as_text(metadata.get("name")) or as_text(metadata.get("generateName")) or "<unnamed>"
     count, count_known = _replica_count(obj, kind)
-    if not count_known:
-        unknown.add("count")
     annotations = first_wins(metadata.get("annotations"), template_metadata.get("annotations"))
-    gpu, gpu_known, declared_known = gpu_spec(pod_spec, annotations, catalog)
-    if not gpu_known:
-        unknown.add("gpu")
-    if not declared_known:
-        unknown.add("gpu.declared_memory_gib")
+    gpu, gaps = gpu_spec(pod_spec, annotations, catalog, pod_claims(pod_spec, namespace, claims))
+    unknown = set(gaps) if count_known else {*gaps, "count"}
     group = PodGroup(template_metadata, pod_spec, count, count_known)
     workload = workload_facts(obj, [group], annotations, node_labels=node_labels,
                               namespace_network_policies=namespace_network_policies)
