@@ -295,3 +295,33 @@ def test_objects_remember_their_line(tmp_path: Path) -> None:
     second = 2 + len(gpu_pod("a").splitlines()) + 1
     assert lines == [2, second]
     assert all(r.state == State.PLANNED for r in resources)
+
+
+# ------------------------------------------------------------------------------ the Action
+
+
+def test_the_action_checks_manifests(tmp_path: Path) -> None:
+    from tests.test_action import PR_COMMENT_MARKER, ActionRunner, run_check
+
+    workspace = tmp_path / "workspace"
+    (workspace / "k8s").mkdir(parents=True)
+    (workspace / "k8s" / "pods.yaml").write_text(BAD_PODS.read_text())
+    runner = ActionRunner(workspace, {"manifests": "k8s"})
+    gate = run_check(runner)
+    assert runner.outputs["exit-code"] == "1" and gate.returncode == 1
+    sarif = json.loads((workspace / "gpuwarden.sarif").read_text())
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"]
+            for result in sarif["runs"][0]["results"] for loc in result["locations"]}
+    assert uris == {"k8s/pods.yaml"}
+    assert runner.summary.read_text().startswith(PR_COMMENT_MARKER)
+
+
+def test_the_action_wants_one_of_plan_and_manifests(tmp_path: Path) -> None:
+    from tests.test_action import ActionRunner, run_check
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    for inputs in ({"plan": "plan.json", "manifests": "k8s"}, {}):
+        runner = ActionRunner(workspace, inputs)
+        gate = run_check(runner)
+        assert runner.outputs["exit-code"] == "2" and gate.returncode == 2
