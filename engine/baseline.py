@@ -50,6 +50,6 @@ def apply_baseline(report: Report, accepted: set[Key]) -> Report:
     """Drop accepted findings; the summary is recomputed over what is left."""
     kept = [f for f in report.findings if (f.policy, f.resource.id) not in accepted]
     summary = summarize(kept, report.summary.resources, report.summary.passed,
-                        report.summary.exempted)
+                        report.summary.exempted, spend_usd=report.summary.monthly_spend_usd)
     summary.baselined = len(report.findings) - len(kept)
     return report.model_copy(update={"findings": kept, "summary": summary})

@@ -263,7 +263,7 @@ def apply_unknown_mode(report: Report, mode: UnknownMode) -> Report:
 
     kept = [f for f in report.findings if f.result != "unknown"]
     summary = summarize(kept, report.summary.resources, report.summary.passed,
-                        report.summary.exempted)
+                        report.summary.exempted, spend_usd=report.summary.monthly_spend_usd)
     return report.model_copy(update={"findings": kept, "summary": summary})
 
 

@@ -161,7 +161,9 @@ def test_off_hours_finding_plans_a_stop_and_prices_the_off_share(
     [finding] = [f for f in evaluate_and_plan(builtin_engine, [resource], OFF_HOURS).findings
                  if f.policy == "gpu-off-hours-shutdown"]
     off_share = (7 * 24 - 5 * 12) / (7 * 24)
-    assert finding.estimated_monthly_usd == pytest.approx(1.006 * 730 * off_share, abs=0.01)
+    spot_rate = 1 - builtin_engine.catalog.spot_discount("aws")  # a spot resource's own price
+    assert finding.estimated_monthly_usd == pytest.approx(1.006 * 730 * spot_rate * off_share,
+                                                          abs=0.01)
     assert finding.enforcement == "deny"
     assert finding.remediation is not None
     assert (finding.remediation.action, finding.remediation.status) == ("stop", "planned")
@@ -260,7 +262,8 @@ def test_idle_is_priced_by_its_idle_share(builtin_engine: Engine, make_resource:
                              telemetry=Telemetry(average_activity_pct=2, samples=60))
     [finding] = [f for f in builtin_engine.evaluate([resource], BUSINESS_HOURS).findings
                  if f.policy == "gpu-idle"]
-    assert finding.estimated_monthly_usd == pytest.approx(3.06 * 730 * 0.98, abs=0.01)
+    spot_rate = 1 - builtin_engine.catalog.spot_discount("aws")  # a spot resource's own price
+    assert finding.estimated_monthly_usd == pytest.approx(3.06 * 730 * spot_rate * 0.98, abs=0.01)
     assert finding.details["average_activity_pct"] == 2
     assert "2" in finding.message
 

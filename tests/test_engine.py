@@ -67,11 +67,16 @@ def test_summary_counts_and_overlap_free_total(builtin_engine: Engine, make_reso
     assert summary.findings == len(report.findings)
     assert summary.failed + summary.unknown == summary.findings
     assert sum(summary.by_policy.values()) == summary.findings
-    largest_for_box = max(f.estimated_monthly_usd for f in report.findings
-                          if f.resource.id == "i-0abc")
-    # one resource: the total is its largest finding, not the sum of overlapping fixes
-    assert summary.estimated_monthly_usd == pytest.approx(largest_for_box)
-    assert sum(f.estimated_monthly_usd for f in report.findings) > largest_for_box
+    savings = [f.estimated_monthly_usd for f in report.findings
+               if f.resource.id == "i-0abc" and f.cost_kind == "savings"]
+    spend = 3.06 * 730
+    # one resource: its savings combine as rates (never their sum, never above its spend)
+    kept = 1.0
+    for saving in savings:
+        kept *= 1 - saving / spend
+    assert summary.estimated_monthly_usd == summary.savings_usd
+    assert summary.savings_usd == pytest.approx(spend * (1 - kept), abs=0.02)
+    assert max(savings) < summary.savings_usd < min(sum(savings), spend)
 
 
 def test_findings_sorted_by_dollars(builtin_engine: Engine, make_resource: Make) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from engine.core.errors import InputError
+from engine.core.evaluate import savings_total
 from engine.core.model import (
     Finding,
     Remediation,
@@ -38,6 +39,7 @@ from engine.outputs import (
     table,
 )
 from engine.outputs import html as html_output
+from engine.outputs.actions import figure
 from engine.outputs.markdown import TRUNCATION_NOTICE
 
 NOW = datetime(2025, 3, 4, 21, 30, tzinfo=UTC)
@@ -55,6 +57,7 @@ def make_finding(
     kind: str = "aws_instance",
     location: SourceLocation | None = None,
     remediation: Remediation | None = None,
+    cost_kind: str | None = None,
 ) -> Finding:
     return Finding.model_validate(
         {
@@ -67,6 +70,7 @@ def make_finding(
             "message": message if message is not None else f"{policy} on {resource_id}",
             "enforcement": "deny",
             "estimated_monthly_usd": usd,
+            "cost_kind": cost_kind or ("savings" if usd else "none"),
             "location": location,
             "remediation": remediation,
         }
@@ -252,18 +256,20 @@ def test_table_is_plain_text_sorted_by_dollars() -> None:
         assert header in text
 
 
-def test_table_summary_line_counts_and_total_waste() -> None:
+def test_table_summary_line_counts_and_separates_the_figures() -> None:
     findings = varied_findings()
     text = table.render(make_context(findings))
     failing = [f for f in findings if f.result == "fail"]
-    total = sum(f.estimated_monthly_usd for f in failing)
+    savings = savings_total(failing)
     assert f"{len(failing)} failing, 1 unknown, 1 passed" in text
-    assert f"estimated monthly waste {markdown.format_usd(total)}" in text
+    assert f"savings {markdown.format_usd(savings)}/month" in " ".join(text.split())
+    assert "spend with no owner" in text and "waste" not in text
 
 
 def test_table_uses_the_engine_summary_when_present() -> None:
     summary = Summary(
-        resources=40, findings=1, failed=1, estimated_monthly_usd=999.0, by_policy={"gpu-idle": 1}
+        resources=40, findings=1, failed=1, estimated_monthly_usd=999.0, savings_usd=999.0,
+        by_policy={"gpu-idle": 1}
     )
     report = Report(
         generated_at=NOW,
@@ -284,7 +290,7 @@ def test_table_what_to_do_names_the_top_three_fixes_by_dollars() -> None:
     assert len(lines) == 3
     for line, finding in zip(lines, top, strict=True):
         assert markdown.format_usd(finding.estimated_monthly_usd) in line
-    assert "Request spot capacity" in lines[0]  # the policy's help text
+    assert "Move `gpu[0]` to spot: saves about" in lines[0]  # an action, by what it saves
 
 
 def test_table_prints_markup_like_text_literally() -> None:
@@ -633,11 +639,11 @@ def test_html_has_the_same_content_as_markdown() -> None:
     page = html_output.render(make_context(findings))
     failing = failing_by_dollars(findings)
     failing_table = page.split('id="failing"')[1].split("</table>")[0]
-    amounts = [markdown.format_usd(f.estimated_monthly_usd) for f in failing]
+    amounts = [figure(f) for f in failing]
     positions = [failing_table.index(f'"usd">{amount}<') for amount in amounts]
     assert positions == sorted(positions)
     for finding in findings:
         assert finding.resource.id in page
     assert page.count("<details>") == len({f.resource.id for f in failing}) + 1  # + passed
     assert 'id="unknown"' in page and "aws_ebs_volume.data" in page.split('id="unknown"')[1]
-    assert markdown.format_usd(sum(f.estimated_monthly_usd for f in failing)) in page
+    assert markdown.format_usd(savings_total(failing)) in page

@@ -1,28 +1,47 @@
-"""Dollar estimates for findings: each policy names a method; each method states its basis."""
+"""Dollar estimates for findings: each policy names a method; each method states its basis and
+the kind of money its figure is (`CostKind`), so that totals never add different kinds up.
+
+One resource has one monthly spend (`resource_spend`): what it really costs as configured
+(stopped: no compute; a template: nothing by itself; spot: the spot rate; × its count). Every
+estimate about a resource starts from that spend, so the resource gets one price everywhere.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.core.catalog import HOURS_PER_MONTH, Catalog
-from engine.core.model import Resource
+from engine.core.model import Capacity, Category, Resource, State
+
+CostKind = Literal["savings", "unallocated", "over_budget", "none"]
 
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
     monthly_usd: float
     basis: str
+    kind: CostKind = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """A resource's monthly spend as it runs; `monthly_usd` None when no price is known."""
+
+    monthly_usd: float | None
+    basis: str
 
 
 Estimator = Callable[[Resource, Catalog, dict[str, Any]], Estimate]
 ESTIMATORS: dict[str, Estimator] = {}
+ESTIMATOR_KINDS: dict[str, CostKind] = {}
 
 
-def estimator(name: str) -> Callable[[Estimator], Estimator]:
+def estimator(name: str, kind: CostKind = "none") -> Callable[[Estimator], Estimator]:
     def register(func: Estimator) -> Estimator:
         ESTIMATORS[name] = func
+        ESTIMATOR_KINDS[name] = kind
         return func
 
     return register
@@ -46,16 +65,71 @@ def hourly_price(resource: Resource, catalog: Catalog) -> tuple[float | None, st
     return per_gpu * gpu.count, f"{gpu.count:g} × {gpu.model} at {_usd(per_gpu)}/GPU-h"
 
 
-def _monthly(resource: Resource, catalog: Catalog) -> tuple[float | None, str]:
+def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
+    """The share spot takes off this resource's on-demand price: the catalog's spot and
+    on-demand prices of its type in its region where both are listed, else the cloud's
+    typical discount (an estimate)."""
+    spot = catalog.hourly_price(resource.instance_type, resource.region, "spot") \
+        if resource.instance_type else None
+    if spot is not None and not spot.estimate:
+        on_demand = catalog.hourly_price(resource.instance_type, spot.region, "on_demand")
+        if on_demand is not None and on_demand.region == spot.region and on_demand.usd_per_h > 0:
+            discount = max(0.0, 1.0 - spot.usd_per_h / on_demand.usd_per_h)
+            return discount, (f"spot discount {discount:.0%} ({spot.instance_type} spot "
+                              f"{_usd(spot.usd_per_h)}/h vs on-demand "
+                              f"{_usd(on_demand.usd_per_h)}/h in {spot.region})")
+    discount = catalog.spot_discount(resource.provider)
+    return discount, f"estimated spot discount {discount:.0%} ({resource.provider}, an estimate)"
+
+
+def price_date(resource: Resource, catalog: Catalog) -> str | None:
+    """The date of the catalog price of the resource's type in its region, when listed."""
+    if not resource.instance_type:
+        return None
+    found = catalog.hourly_price(resource.instance_type, resource.region, "on_demand")
+    return found.as_of or None if found is not None else None
+
+
+def _no_compute(resource: Resource) -> str | None:
+    """Why a resource has no compute spend of its own, or None when it has."""
+    if resource.category is Category.LAUNCH_TEMPLATE:
+        return "a template costs nothing by itself (priced through the groups that use it)"
+    if resource.state is State.STOPPED:
+        return "stopped: no compute spend (its volumes still cost)"
+    if resource.count <= 0:
+        return "desired size 0: no instances run"
+    return None
+
+
+def resource_spend(resource: Resource, catalog: Catalog) -> Spend:
+    """What the resource costs per month as configured: the one price every figure about it
+    starts from (savings, unallocated spend, custom policies)."""
+    reason = _no_compute(resource)
+    if reason is not None:
+        return Spend(0.0, reason)
     hourly, source = hourly_price(resource, catalog)
     if hourly is None:
-        return None, source
+        return Spend(None, source)
+    basis = f"{source} {_usd(hourly)}/h"
+    if resource.capacity is Capacity.SPOT:
+        discount, why = spot_discount(resource, catalog)
+        hourly *= 1.0 - discount
+        basis += f" at the spot rate {_usd(hourly)}/h ({why})"
     count = f" × {resource.count}" if resource.count != 1 else ""
-    return hourly * resource.count * HOURS_PER_MONTH, f"{source} {_usd(hourly)}/h{count} × 730 h"
+    return Spend(hourly * resource.count * HOURS_PER_MONTH, f"{basis}{count} × 730 h")
 
 
-def _unpriced(reason: str) -> Estimate:
-    return Estimate(0.0, f"not priced: {reason}")
+def _unpriced(reason: str, kind: CostKind) -> Estimate:
+    return Estimate(0.0, f"not priced: {reason}", kind)
+
+
+def _share(resource: Resource, catalog: Catalog, rate: float, why: str) -> Estimate:
+    """A saving of `rate` (0-1) of the resource's spend."""
+    spend = resource_spend(resource, catalog)
+    if spend.monthly_usd is None:
+        return _unpriced(spend.basis, "savings")
+    rate = min(1.0, max(0.0, rate))
+    return Estimate(spend.monthly_usd * rate, f"{spend.basis} × {why}", "savings")
 
 
 @estimator("none")
@@ -65,59 +139,69 @@ def no_cost(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Es
 
 @estimator("full")
 def full_cost(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
-    monthly, basis = _monthly(resource, catalog)
-    return _unpriced(basis) if monthly is None else Estimate(monthly, basis)
+    """The resource's whole spend, for context: no total adds it (kind `none`)."""
+    spend = resource_spend(resource, catalog)
+    if spend.monthly_usd is None:
+        return _unpriced(spend.basis, "none")
+    return Estimate(spend.monthly_usd, spend.basis)
 
 
-@estimator("spot-savings")
+@estimator("unallocated-spend", kind="unallocated")
+def unallocated_spend(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
+    """The resource's whole spend, which has no owner: not a saving."""
+    spend = resource_spend(resource, catalog)
+    if spend.monthly_usd is None:
+        return _unpriced(spend.basis, "unallocated")
+    return Estimate(spend.monthly_usd, f"{spend.basis} with no owner", "unallocated")
+
+
+@estimator("spot-savings", kind="savings")
 def spot_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
-    monthly, basis = _monthly(resource, catalog)
-    if monthly is None:
-        return _unpriced(basis)
-    discount = catalog.spot_discount(resource.provider)
-    return Estimate(
-        monthly * discount,
-        f"{basis} × estimated spot discount {discount:.0%} ({resource.provider}, an estimate)",
-    )
+    if resource.capacity is Capacity.SPOT:
+        return _share(resource, catalog, 0.0, "0% (already spot)")
+    discount, why = spot_discount(resource, catalog)
+    return _share(resource, catalog, discount, why)
 
 
-@estimator("offhours-share")
+@estimator("offhours-share", kind="savings")
 def offhours_share(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
-    monthly, basis = _monthly(resource, catalog)
-    if monthly is None:
-        return _unpriced(basis)
     share = float(details.get("off_fraction", 0.0))
-    return Estimate(monthly * share, f"{basis} × off-hours share {share:.0%} of the week")
+    return _share(resource, catalog, share, f"off-hours share {share:.0%} of the week")
 
 
-@estimator("idle-share")
+@estimator("idle-share", kind="savings")
 def idle_share(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
     """The GPU's price for the idle share of its time (100% − average activity)."""
-    monthly, basis = _monthly(resource, catalog)
-    if monthly is None:
-        return _unpriced(basis)
     activity = float(details.get("average_activity_pct", 0.0))
     idle = max(0.0, 1.0 - activity / 100.0)
-    return Estimate(monthly * idle, f"{basis} × idle share {idle:.0%}")
+    return _share(resource, catalog, idle, f"idle share {idle:.0%}")
 
 
-@estimator("mig-savings")
+@estimator("mig-savings", kind="savings")
 def mig_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
-    monthly, basis = _monthly(resource, catalog)
     fraction = details.get("mig_compute_fraction")
-    if monthly is None:
-        return _unpriced(basis)
     if fraction is None:
-        return _unpriced("no fitting MIG profile known yet")
+        return _unpriced("no fitting MIG profile known yet", "savings")
     saved = 1.0 - float(fraction)
-    return Estimate(
-        monthly * saved,
-        f"{basis} × {saved:.0%} of the GPU freed by {details.get('mig_profile')}",
-    )
+    return _share(resource, catalog, saved,
+                  f"{saved:.0%} of the GPU freed by {details.get('mig_profile')}")
+
+
+def cost_kind(method: str) -> CostKind:
+    return ESTIMATOR_KINDS.get(method, "none")
 
 
 def estimate(
     method: str, resource: Resource, catalog: Catalog, details: dict[str, Any]
 ) -> Estimate:
+    """The method's estimate, its kind set from the method; a saving never exceeds the
+    resource's spend (a stopped instance saves nothing by moving to spot)."""
     result = ESTIMATORS[method](resource, catalog, details)
-    return Estimate(round(result.monthly_usd, 2), result.basis)
+    kind = cost_kind(method)
+    usd = result.monthly_usd
+    if kind == "savings":
+        spend = resource_spend(resource, catalog).monthly_usd
+        if spend is not None and usd > spend:
+            return Estimate(round(spend, 2), f"{result.basis}, capped at its spend "
+                                             f"{_usd(spend)}/month", kind)
+    return Estimate(round(usd, 2), result.basis, kind)

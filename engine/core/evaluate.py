@@ -22,13 +22,14 @@ from typing import Any, Literal, Protocol
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.conditions import EvalContext
-from engine.core.costs import estimate
+from engine.core.costs import estimate, price_date, resource_spend
 from engine.core.labels import exempt_policies
 from engine.core.model import (
     Category,
     CostChange,
     Door,
     Finding,
+    Prices,
     Report,
     Resource,
     ResourceRef,
@@ -195,6 +196,11 @@ class Engine:
     ) -> Finding:
         details = _evidence(policy, resource, ctx)
         cost = estimate(policy.spec.cost, resource, self.catalog, details)
+        if cost.kind == "savings" and verdict == "fail":
+            # combining savings per resource as rates needs what the resource costs
+            spend = resource_spend(resource, self.catalog).monthly_usd
+            if spend is not None:
+                details[SPEND_DETAIL] = round(spend, 2)
         if verdict == "unknown":
             message = _unknown_message(policy, resource, details)
         else:
@@ -211,6 +217,7 @@ class Engine:
             message=message,
             enforcement=policy.doors[door],
             estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
+            cost_kind=cost.kind,
             cost_basis=cost.basis,
             location=resource.location,
             details=details,
@@ -231,10 +238,14 @@ class _Run:
         self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
             if engine._aggregate_policies else None
         self.by_id: dict[str, Resource] | None = {} if keep_ids else None
+        self.spend: dict[tuple[str, str], float] = {}
+        self.price_dates: set[str] = set()
 
     def add(self, resource: Resource) -> None:
         """Judge one resource against the policies of its category (the hot loop)."""
         self.count += 1
+        if resource.has_gpu:
+            self._add_spend(resource)
         if self.by_id is not None:
             self.by_id.setdefault(resource.id, resource)
         door = self.door or door_of(resource)
@@ -251,6 +262,16 @@ class _Run:
                 self._add_program(policy, resource, door)
             else:
                 self._add_verdict(policy, resource, door)
+
+    def _add_spend(self, resource: Resource) -> None:
+        """The resource's monthly spend, counted once however often it appears."""
+        key = (resource.provider, resource.id)
+        if key not in self.spend:
+            spend = resource_spend(resource, self.engine.catalog).monthly_usd
+            self.spend[key] = spend or 0.0
+            dated = price_date(resource, self.engine.catalog)
+            if dated:
+                self.price_dates.add(dated)
 
     def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
         verdict = self.engine.verdict(policy, resource, self.ctx)
@@ -299,8 +320,10 @@ class _Run:
             generated_at=generated_at,
             mode=mode,
             findings=findings,
-            summary=summarize(findings, self.count, self.passed, self.exempted),
+            summary=summarize(findings, self.count, self.passed, self.exempted,
+                              spend_usd=sum(self.spend.values())),
             cost_diff=self.aggregation.cost_diff if self.aggregation is not None else None,
+            prices=prices_of(self.engine.catalog, self.price_dates),
         )
         return Evaluation(report, tuple(judged))
 
@@ -363,6 +386,8 @@ def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[s
         reasons.append(str(details["schedule_error"]))
     if details.get("telemetry_reason"):
         reasons.append(str(details["telemetry_reason"]))
+    if details.get("unknown_reason"):
+        reasons.append(str(details["unknown_reason"]))
     plain = [path for path in unknown if path not in _UNKNOWN_REASONS]
     if plain:
         reasons.append("value(s) known only after apply: " + ", ".join(plain))
@@ -370,18 +395,60 @@ def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[s
     return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
 
 
-def overlap_free_total(findings: Iterable[Finding]) -> float:
-    """Per resource, the largest single estimate: fixes overlap (a stopped GPU saves its spot
-    discount too), so adding every finding's dollars would count the same money twice."""
-    largest: dict[tuple[str, str], float] = {}
+SPEND_DETAIL = "resource_monthly_spend_usd"
+
+
+def prices_of(catalog: Catalog, dates: Iterable[str] = ()) -> Prices:
+    """Which prices the figures used: the catalog's source, the oldest date among the catalog
+    prices of the scanned resources, and the `--prices` file when one was given."""
+    override = catalog.source_note.partition("prices overridden from ")[2].split(";")[0] \
+        or None
+    return Prices(source=catalog.source_note, as_of=min(dates, default=None), currency="USD",
+                  override_file=override)
+
+
+def combined_savings(findings: list[Finding]) -> float:
+    """One resource's savings: rates combine (spot 60% off and off half the hours saves
+    1 − 0.4 × 0.5 = 80%), never above its spend. Without a known spend, the largest figure."""
+    spends = [f.details[SPEND_DETAIL] for f in findings if SPEND_DETAIL in f.details]
+    spend = float(max(spends)) if spends else 0.0
+    if spend <= 0:
+        return max((f.estimated_monthly_usd for f in findings), default=0.0)
+    kept = 1.0
     for finding in findings:
-        key = (finding.resource.provider, finding.resource.id)
-        largest[key] = max(largest.get(key, 0.0), finding.estimated_monthly_usd)
-    return round(sum(largest.values()), 2)
+        kept *= 1.0 - min(1.0, finding.estimated_monthly_usd / spend)
+    return spend * (1.0 - kept)
 
 
-def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0) -> Summary:
+def _per_resource(findings: Iterable[Finding], kind: str) -> dict[tuple[str, str], list[Finding]]:
+    by_resource: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        if finding.cost_kind == kind and finding.result == "fail":
+            key = (finding.resource.provider, finding.resource.id)
+            by_resource.setdefault(key, []).append(finding)
+    return by_resource
+
+
+def savings_total(findings: Iterable[Finding]) -> float:
+    """Every resource's combined savings (`combined_savings`), added up."""
+    by_resource = _per_resource(findings, "savings")
+    return round(sum(combined_savings(group) for group in by_resource.values()), 2)
+
+
+def largest_per_resource(findings: Iterable[Finding], kind: str) -> float:
+    """Per resource, the largest figure of one kind (two tag policies on one resource are the
+    same spend with no owner), added up."""
+    by_resource = _per_resource(findings, kind)
+    return round(sum(max(f.estimated_monthly_usd for f in group)
+                     for group in by_resource.values()), 2)
+
+
+def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0,
+              *, spend_usd: float = 0.0) -> Summary:
+    """The counts and the money, each kind apart: `spend_usd` is the scanned GPU spend (the
+    evaluation's; a recount after dropping findings keeps the report's)."""
     failing = [f for f in findings if f.result != "pass"]
+    savings = savings_total(failing)
     return Summary(
         resources=resources,
         findings=len(failing),
@@ -391,5 +458,9 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
         exempted=exempted,
         by_policy=dict(Counter(f.policy for f in failing)),
         by_severity=dict(Counter(f.severity.value for f in failing)),
-        estimated_monthly_usd=overlap_free_total(failing),
+        estimated_monthly_usd=savings,
+        monthly_spend_usd=round(spend_usd, 2),
+        savings_usd=savings,
+        unallocated_usd=largest_per_resource(failing, "unallocated"),
+        over_budget_usd=largest_per_resource(failing, "over_budget"),
     )

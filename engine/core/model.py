@@ -196,6 +196,9 @@ class Resource(BaseModel):
     group: GroupFacts | None = Field(default=None, exclude=True)
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
+    # The cloud tags/labels billing sees, where `tags` holds more (a node group's tags include
+    # the Kubernetes node labels it gives its nodes, which billing never sees); None: `tags`.
+    billing_tags: dict[str, str] | None = None
     @property
     def has_gpu(self) -> bool:
         return self.gpu is not None and (self.gpu.count or 0) + self.gpu.mig_count > 0
@@ -244,7 +247,11 @@ class Finding(BaseModel):
     resource: ResourceRef
     message: str
     enforcement: Enforcement
-    estimated_monthly_usd: float = 0.0
+    estimated_monthly_usd: float = 0.0  # equals savings_usd
+    monthly_spend_usd: float = 0.0  # scanned GPU spend as it runs, each resource once
+    savings_usd: float = 0.0  # per resource, savings combined as rates, at most its spend
+    unallocated_usd: float = 0.0  # spend with no owner (tag policies), each resource once
+    over_budget_usd: float = 0.0  # run-rate above the teams' budgets
     cost_basis: str = ""  # how the dollar figure was estimated
     remediation: Remediation | None = None
     location: SourceLocation | None = None
@@ -261,7 +268,10 @@ class Summary(BaseModel):
     baselined: int = 0
     by_policy: dict[str, int] = Field(default_factory=dict)
     by_severity: dict[str, int] = Field(default_factory=dict)
-    estimated_monthly_usd: float = 0.0
+    estimated_monthly_usd: float = 0.0  # the finding's figure, in its own cost_kind
+    # What kind of money the figure is: savings (a fix saves it), unallocated (spend with no
+    # owner), over_budget (a team's run-rate above its budget) or none (no total adds it).
+    cost_kind: Literal["savings", "unallocated", "over_budget", "none"] = "none"
 
 
 class ResourceCostChange(BaseModel):
@@ -323,3 +333,13 @@ class Report(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+class Prices(BaseModel):
+    """Which prices a report's figures used."""
+
+    source: str
+    as_of: str | None = None  # YYYY-MM-DD of the prices, when known
+    currency: str = "USD"
+    override_file: str | None = None  # the --prices file, if one was given
+
+
+    prices: Prices | None = None  # the prices the figures used

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.core.evaluate import combined_savings, largest_per_resource, savings_total
 from engine.core.model import Finding, Report, ResourceRef, Severity, SourceLocation, Summary
 from engine.outputs import PolicyMeta, RenderContext
+from engine.outputs.actions import Action, figure, first_actions, money_line, unowned
 
 if TYPE_CHECKING:
     import jinja2
@@ -39,8 +41,18 @@ class ResourceGroup:
     location: SourceLocation | None
 
     @property
+    def savings_usd(self) -> float:
+        """Its savings combined as rates (never their sum, never above its spend)."""
+        return combined_savings([f for f in self.findings
+                                 if f.result == "fail" and f.cost_kind == "savings"])
+
+    @property
+    def unallocated_usd(self) -> float:
+        return largest_per_resource(self.findings, "unallocated")
+
+    @property
     def monthly_usd(self) -> float:
-        return sum(f.estimated_monthly_usd for f in self.findings if f.result == "fail")
+        return self.savings_usd
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +64,18 @@ class ReportView:
     failing: tuple[Finding, ...]
     unknown: tuple[Finding, ...]
     passed: tuple[Finding, ...]
-    top_fixes: tuple[Finding, ...]
+    top_fixes: tuple[Finding, ...]  # the findings of `actions`
     policies: Mapping[str, PolicyMeta]
     tool_version: str
+    actions: tuple[Action, ...] = ()  # what to do first, ranked by what it saves
+    unowned: tuple[Action, ...] = ()  # spend with no owner, apart from savings
+
+    @property
+    def money(self) -> str:
+        return money_line(self.summary)
+
+    def figure(self, finding: Finding) -> str:
+        return figure(finding)
 
     def fix_for(self, finding: Finding) -> str:
         """Advice for the "what to do first" list; falls back to the finding's message."""
@@ -95,7 +116,10 @@ def effective_summary(report: Report) -> Summary:
         passed=sum(1 for f in report.findings if f.result == "pass"),
         by_policy=dict(Counter(f.policy for f in listed)),
         by_severity=dict(Counter(str(f.severity) for f in listed)),
-        estimated_monthly_usd=sum(f.estimated_monthly_usd for f in listed if f.result == "fail"),
+        estimated_monthly_usd=savings_total(listed),
+        savings_usd=savings_total(listed),
+        unallocated_usd=largest_per_resource(listed, "unallocated"),
+        over_budget_usd=largest_per_resource(listed, "over_budget"),
     )
 
 
@@ -128,15 +152,19 @@ def how_to_fix(finding: Finding, policies: Mapping[str, PolicyMeta]) -> str:
 def build_view(ctx: RenderContext) -> ReportView:
     ordered = sort_by_impact(ctx.report.findings)
     failing = tuple(f for f in ordered if f.result == "fail")
+    titles = {policy: meta.title for policy, meta in ctx.policies.items() if meta.title}
+    actions = first_actions(failing, titles, TOP_FIXES)
     return ReportView(
         report=ctx.report,
         summary=effective_summary(ctx.report),
         failing=failing,
         unknown=tuple(f for f in ordered if f.result == "unknown"),
         passed=tuple(f for f in ordered if f.result == "pass"),
-        top_fixes=failing[:TOP_FIXES],
+        top_fixes=tuple(action.finding for action in actions),
         policies=ctx.policies,
         tool_version=ctx.tool_version,
+        actions=actions,
+        unowned=unowned(failing, TOP_FIXES),
     )
 
 

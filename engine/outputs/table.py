@@ -11,6 +11,7 @@ colour Console of the terminal's width instead. Long ids and messages wrap insid
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from io import StringIO
 
 from rich.console import Console, Group, JustifyMethod, RenderableType
@@ -19,7 +20,8 @@ from rich.text import Text
 
 from engine.core.model import Finding
 from engine.outputs import RenderContext
-from engine.outputs.markdown import ReportView, build_view, format_usd
+from engine.outputs.actions import figure
+from engine.outputs.markdown import ReportView, build_view
 
 DEFAULT_WIDTH = 120
 # rich lays out about 1,500 rows a second; past this a terminal table is unreadable anyway
@@ -130,7 +132,7 @@ def _row(finding: Finding) -> tuple[Text, ...]:
         Text(finding.policy),
         _resource_cell(finding),
         Text(finding.result, style=RESULT_STYLES.get(finding.result, "")),
-        Text(format_usd(finding.estimated_monthly_usd)),
+        Text(figure(finding)),
         Text(finding.message),
     )
 
@@ -148,24 +150,30 @@ def summary_line(view: ReportView) -> Text:
     return Text.assemble(
         (f"{s.failed} failing", "bold red" if s.failed else "green"),
         f", {s.unknown} unknown, {s.passed} passed on {s.resources} resources",
-        " · estimated monthly waste ",
-        (format_usd(s.estimated_monthly_usd), "bold"),
+        "\n", (view.money, "bold"),
     )
 
 
 def what_to_do(view: ReportView) -> list[RenderableType]:
-    """The top fixes, numbered; a long one wraps under its own text, not under the number."""
-    if not view.top_fixes:
-        return []
+    """The top fixes by what they save, numbered (a long one wraps under its own text, not
+    under the number); then spend with no owner, apart."""
+    parts: list[RenderableType] = []
+    if view.actions:
+        parts += [Text("What to do first:", style="bold"),
+                  _numbered(a.text + (f" ({a.other_id})" if a.other_id else "")
+                            for a in view.actions)]
+    if view.unowned:
+        if parts:
+            parts.append(Text(""))
+        parts += [Text("Spend with no owner (not a saving; tag it):", style="bold"),
+                  _numbered(a.text for a in view.unowned)]
+    return parts
+
+
+def _numbered(lines: Iterable[str]) -> Table:
     steps = Table.grid(padding=(0, 1))
     steps.add_column(justify="right", width=4, no_wrap=True)
     steps.add_column(overflow="fold")
-    for rank, finding in enumerate(view.top_fixes, start=1):
-        steps.add_row(
-            f"{rank}.",
-            Text(
-                f"{view.title_of(finding)} on {finding.resource.id} "
-                f"({format_usd(finding.estimated_monthly_usd)}/month): {view.fix_for(finding)}"
-            ),
-        )
-    return [Text("What to do first:", style="bold"), steps]
+    for rank, line in enumerate(lines, start=1):
+        steps.add_row(f"{rank}.", Text(line))
+    return steps

@@ -217,6 +217,7 @@ def _finding(policy: CompiledPolicy, resource: Resource | None, ref: ResourceRef
         policy=policy.id, title=policy.spec.title, severity=first.severity or policy.spec.severity,
         result=result, resource=ref, message=text, enforcement=enforcement,
         estimated_monthly_usd=cost.monthly_usd if result == "fail" else 0.0,
+        cost_kind=cost.kind,
         cost_basis=cost.basis, location=resource.location if resource else None,
         details=details,
     )

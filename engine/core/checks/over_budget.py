@@ -108,7 +108,7 @@ def _planned(resource: Resource) -> bool:
     return resource.group is not None and resource.group.door == "plan"
 
 
-@estimator("budget-overrun")
+@estimator("budget-overrun", kind="over_budget")
 def budget_overrun(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
     over = float(details.get("over_by_usd") or 0.0)
     monthly, budget = details.get("monthly_usd"), details.get("budget_usd")

@@ -144,7 +144,7 @@ def _saving(resource: Resource, catalog: Catalog, target: str) -> dict[str, Any]
     }
 
 
-@estimator("right-size-savings")
+@estimator("right-size-savings", kind="savings")
 def right_size_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
     saving = float(details.get("monthly_saving_usd") or 0.0)
     return Estimate(saving, str(details.get("saving_basis") or "no saving estimated"))

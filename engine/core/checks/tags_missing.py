@@ -1,4 +1,8 @@
-"""`tags-missing`: a required tag is missing or empty."""
+"""`tags-missing`: a required tag is missing or empty.
+
+With `billing: true` (the cost-allocation policy), a cloud resource's tags are those billing
+sees (`Resource.billing_tags`): the Kubernetes node labels a node group gives its nodes do not
+allocate its cost. Kubernetes workloads keep their labels."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from engine.core.tristate import Tri
 class _TagsArgs(CheckArgs):
     tags: list[str] | None = None
     param: str | None = "required_tags"
+    billing: bool = False  # only tags billing sees count (cost allocation)
 
 
 @register_check
@@ -29,13 +34,24 @@ class TagsMissing(Check):
         if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
             raise ValueError("required tags must be a list of strings")
         self.required: list[str] = required
+        self.billing = args.billing
+
+    def _tags(self, resource: Resource) -> dict[str, str]:
+        if self.billing and resource.billing_tags is not None:
+            return resource.billing_tags
+        return resource.tags
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if resource.is_unknown("tags"):
             return None
-        return bool(missing_tags(resource.tags, self.required))
+        return bool(missing_tags(self._tags(resource), self.required))
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         if resource.is_unknown("tags"):
             return {"unknown": ["tags"]}
-        return {"missing_tags": missing_tags(resource.tags, self.required)}
+        missing = missing_tags(self._tags(resource), self.required)
+        evidence: dict[str, Any] = {"missing_tags": missing}
+        labels_only = [key for key in missing if key not in missing_tags(resource.tags, [key])]
+        if labels_only:
+            evidence["labels_billing_never_sees"] = labels_only
+        return evidence

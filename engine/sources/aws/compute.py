@@ -305,6 +305,7 @@ def node_group_resource(region: Region, group: Mapping[str, Any]) -> Resource:
         id=str(group.get("nodegroupArn") or group["nodegroupName"]),
         name=str(group["nodegroupName"]), cluster=group.get("clusterName"),
         tags={**tags(group.get("labels")), **tags(group.get("tags"))},
+        billing_tags=tags(group.get("tags")),
         instance_type=instance_type, capacity=Capacity.SPOT if spot else Capacity.ON_DEMAND,
         count=desired, state=State.RUNNING if desired > 0 else State.STOPPED,
         unknown=frozenset(unknown), raw=dict(group),

@@ -399,6 +399,7 @@ def _aws_ebs_volume(change: PlannedChange) -> list[Resource]:
 
 def _sse_customer_key(configuration: Attrs | None) -> bool | None:
     """Customer managed key of a server_side_encryption_configuration (its first rule)."""
+            billing_tags=aws_tags(change, unknown),
     rule = configuration.first("rule") if configuration else None
     default = rule.first("apply_server_side_encryption_by_default") if rule else None
     if default is None:

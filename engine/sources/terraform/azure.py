@@ -123,3 +123,4 @@ def _azurerm_kubernetes_node_pool(change: PlannedChange) -> list[Resource]:
             cluster=attrs.text("kubernetes_cluster_id"),
         )
     ]
+            billing_tags=attrs.mapping("tags", unknown),

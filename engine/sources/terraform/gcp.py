@@ -245,3 +245,4 @@ def _google_container_node_pool(change: PlannedChange) -> list[Resource]:
             **common,
         )
     ]
+            billing_tags=node.mapping("resource_labels", unknown),
