@@ -102,9 +102,15 @@ def read_manifest_file(path: str) -> list[Manifest]:
         document = tidy_document(document, shown, len(text))
         if not isinstance(document, dict):
             raise InputError("expected a Kubernetes object (a mapping with kind), got "
-                             f"{type(document).__name__}", file=shown, line=line_of(document))
+                             f"{_shape(document)}", file=shown, line=line_of(document))
         manifests.extend(_flatten(document, shown, 0))
     return manifests
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else f"a {type(value).__name__} value"
 
 
 def _read_text(path: str, shown: str) -> str:
@@ -205,9 +211,17 @@ def admission_resources(manifests: Sequence[Manifest], catalog: Catalog,
         namespace = _namespace(manifest.obj) or "default"
         resource = admission_resource(manifest, catalog, namespace_labels.get(namespace, {}))
         if resource is not None:
-            location = SourceLocation(file=manifest.file, line=manifest.line)
-            resources.append(bounded_resource(resource.model_copy(update={"location": location})))
+            resources.append(bounded_resource(_located(resource, manifest)))
     return resources
+
+
+def _located(resource: Resource, manifest: Manifest) -> Resource:
+    """The resource pointing at its file and line; standard input is no file a report can
+    point at (SARIF names the object only)."""
+    if manifest.file == STDIN_NAME:
+        return resource
+    location = SourceLocation(file=manifest.file, line=manifest.line)
+    return resource.model_copy(update={"location": location})
 
 
 def admission_resource(manifest: Manifest, catalog: Catalog,

@@ -157,6 +157,11 @@ def test_stdin_multi_document_and_json(capsys: pytest.CaptureFixture[str],
     assert code == 1
     ids = {f["resource"]["id"] for f in report["findings"]}
     assert ids == {"Pod/ml/a", "Pod/ml/b"}
+    code, out, _ = run_cli(["-", "-f", "sarif"], capsys, monkeypatch, stdin=text)
+    locations = [loc for result in json.loads(out)["runs"][0]["results"]
+                 for loc in result["locations"]]
+    # standard input is no file code scanning could open: the object is named, not placed
+    assert locations and all("physicalLocation" not in loc for loc in locations)
 
 
 def test_kind_list_items_are_judged(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -262,6 +267,16 @@ def test_hostile_files_exit_2_with_one_line(name: str, tmp_path: Path,
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("gpuwarden: error:"), err
     assert name in err and "Traceback" not in err
+
+
+def test_a_document_that_is_no_object_is_named_plainly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("kind: Pod\n---\n- a\n- b\n")
+    code, _, err = run_cli([str(path)], capsys, monkeypatch)
+    assert code == 2 and err.strip().endswith("list.yaml:3: expected a Kubernetes object (a "
+                                              "mapping with kind), got a list")
 
 
 def test_missing_file_and_fifo_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
