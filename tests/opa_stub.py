@@ -36,6 +36,57 @@ import orjson
 
 from engine.rego.embedded import import_regorus
 
+# OPA's own evaluator (v1.20.2, its Go `rego` package as a C library): a test oracle only.
+OPA_ORACLE_INSTALL = "pip install --ignore-requires-python opa-golib-python-bindings==0.4.4"
+OPA_ORACLE_MISSING = f"OPA's engine (the test oracle) is not installed: {OPA_ORACLE_INSTALL}"
+
+
+_V0_HEAD = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<rest>.*?)\s*\{\s*$")
+_V0_ELSE = re.compile(r"^(?P<head>\}?\s*else\b.*?)\s*\{\s*$")
+_NOT_HEADS = ("package", "import", "default", "some", "every", "not")
+
+
+def rego_v1(text: str) -> str:
+    """A Rego v0 module (Gatekeeper's style) as v1, for OPA 1.x, which the oracle is and which
+    has no v0 switch here: rule heads at column 0 get `if`, partial sets `contains`. The
+    mechanical part of `opa fmt --v0-v1`; a module with `import rego.v1` is returned as is."""
+    if re.search(r"^\s*import\s+rego\.v1\b", text, re.MULTILINE):
+        return text
+    return "\n".join(_v1_line(line) for line in text.split("\n"))
+
+
+def _v1_line(line: str) -> str:
+    found = _V0_HEAD.match(line)
+    if found and found.group("name") not in _NOT_HEADS and " if " not in line:
+        name, rest = found.group("name"), found.group("rest")
+        if rest.startswith("[") and rest.endswith("]") and _closes_at_end(rest):
+            return f"{name} contains {rest[1:-1]} if {{"
+        return f"{name}{rest} if {{"
+        # a body-less `name = value` has no `{` and needs nothing
+    found = _V0_ELSE.match(line)
+    if found and " if " not in line:
+        return f"{found.group('head')} if {{"
+    return line
+
+
+def _closes_at_end(rest: str) -> bool:
+    """True when the `[` opening `rest` is closed by its last character (a partial set)."""
+    depth = 0
+    for index, char in enumerate(rest):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth == 0:
+            return index == len(rest) - 1
+    return False
+
+
+def opa_bindings() -> Any:
+    """The `opa_bindings` module (OpaEngine, OpaError, OpaUndefinedError), or None."""
+    try:
+        import opa_bindings  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except (ImportError, OSError):  # OSError: the shared library does not load here
+        return None
+    return opa_bindings
+
 _ENGINES = threading.local()  # per thread, module-wide: engines are dropped by their own thread
 _SERIALS = itertools.count()
 _LOCATION = re.compile(r"-->\s*(?P<file>.+?):(?P<row>\d+):(?P<col>\d+)")

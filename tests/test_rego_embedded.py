@@ -63,9 +63,9 @@ CASES: list[tuple[str, str, Any, Any]] = [
     ("json.marshal sorts keys", 'r := json.marshal({"b": 1, "a": [1, 2]})', {},
      '{"a":[1,2],"b":1}'),
     ("json.unmarshal", 'r := json.unmarshal(input.doc).a[1]', {"doc": '{"a": [1, 2]}'}, 2),
-    ("yaml.unmarshal", r'r := yaml.unmarshal("a: 1\nb: [x, y]")', {}, {"a": 1, "b": ["x", "y"]}),
-    ("yaml round trip", 'r := yaml.unmarshal(yaml.marshal(input))', {"a": [1, "x"]},
-     {"a": [1, "x"]}),
+    # OPA reads YAML as go-yaml v2: a plain `y` is true (tests/test_rego_differential.py)
+    ("yaml.unmarshal", r'r := yaml.unmarshal("a: 1\nb: [x, y, \"y\"]")', {},
+     {"a": 1, "b": ["x", True, "y"]}),
     ("strings", 'r := concat("/", [upper("a"), trim_space(" b "), split("c.d", ".")[1]])', {},
      "A/b/d"),
     ("arithmetic", "r := [sum([1, 2, 3]) / 2, 7 / 2, count([1, 2])]", {}, [3, 3.5, 2]),
@@ -184,6 +184,19 @@ def test_http_send_is_refused_rather_than_read_as_undefined() -> None:
         load('package t\n\nimport rego.v1\n\ndeny contains x if {\n'
              '  x := http.send({"method": "get", "url": input.url})\n}\n')
     assert caught.value.line == 6
+
+
+def test_yaml_marshal_is_refused_rather_than_written_differently() -> None:
+    with pytest.raises(RegoError, match=r"yaml\.marshal") as caught:
+        load('package t\n\nimport rego.v1\n\nr := yaml.marshal({"a": "yes"})\n')
+    assert caught.value.line == 5 and "evaluator: remote" in caught.value.message
+
+
+def test_an_integer_past_the_64_bit_range_is_refused_not_answered_in_floating_point() -> None:
+    evaluator = load("package t\n\nimport rego.v1\n\nr := input.n * 1000\n")
+    assert evaluator.evaluate(["data.t.r"], {"n": 2**40}) == {"data.t.r": 2**40 * 1000}
+    with pytest.raises(RegoError, match="integer range"):
+        evaluator.evaluate(["data.t.r"], {"n": 10**18})  # 1e21: floating point in regorus
 
 
 def test_error_at_evaluation_names_file_and_line() -> None:

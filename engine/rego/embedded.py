@@ -11,8 +11,13 @@ What this module adds on top of the engine:
   `import rego.v1` added after their `package` line (error lines are shifted back).
 - **Checks before anything runs.** Parse errors, functions the engine does not know (an OPA
   built-in regorus lacks reads as "could not find function" only when reached, so the modules are
-  also compiled once for regorus' VM, which resolves every call) and `http.send` (which regorus
-  answers with undefined instead of a request) are load errors naming file and line.
+  also compiled once for regorus' VM, which resolves every call), `http.send` (which regorus
+  answers with undefined instead of a request) and `yaml.marshal` (YAML 1.2 text where OPA's
+  differs) are load errors naming file and line.
+- **Answers as OPA gives them, or none.** Base documents of `data` are read directly;
+  `yaml.unmarshal` and `glob.quote_meta` are OPA's (engine.rego.yaml_go); an answer holding an
+  integer past the 64-bit range (regorus computes it in floating point, OPA exactly) is refused.
+  tests/test_rego_differential.py compares every answer with OPA's own engine.
 - **Errors at evaluation** (a conflict, a division by zero, `some x in null`) stop evaluation with
   one line naming file and line; known gaps say how to write around them.
 - **Limits.** regorus runs in a worker process (`engine.rego.sandbox`, which says why and what
@@ -53,12 +58,20 @@ from engine.rego.common import (
 
 REGORUS_REQUIREMENT = "gordon-to-regorus==0.13.0"
 _V1_IMPORT = re.compile(r"^[ \t]*import[ \t]+rego\.v1\b", re.MULTILINE)
-_HTTP_SEND = re.compile(r"\bhttp\.send\s*\(")
+# Built-ins the embedded engine would answer differently from OPA, silently: refused at load.
+_REFUSED_CALLS = {
+    "http.send": "http.send is not evaluated by the embedded engine (it would read as "
+                 "undefined, a silent wrong answer)",
+    "yaml.marshal": "yaml.marshal writes YAML 1.2 in the embedded engine, where OPA quotes "
+                    "`yes`, `y`, `on` (a different string, silently)",
+}
+_REFUSED_CALL = re.compile(r"\b(" + "|".join(re.escape(n) for n in _REFUSED_CALLS) + r")\s*\(")
 _SERIALS = itertools.count()
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_ADMISSION_TIMEOUT_S = 2.0
 MAX_ABORTS = 3
 MAX_MODULE_BYTES = 2**20
+INEXACT_FROM = 2.0**63  # integral floats from here on are regorus' overflowed integers
 # regorus' parser takes time exponential in nested [ and { (0.2 s at 12 levels, 3 s at 16)
 MAX_BRACKET_DEPTH = 12
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|[\[\]{}]')
@@ -85,14 +98,12 @@ def _with_v1_import(text: str) -> tuple[str, int]:
     return text, 0
 
 
-def _reject_network(module: RegoModule) -> None:
+def _reject_known_differences(module: RegoModule) -> None:
     for number, line in enumerate(strip_comments(module.text).splitlines(), start=1):
-        if _HTTP_SEND.search(line):
-            raise RegoError(
-                "rego: http.send is not evaluated by the embedded engine (it would read as "
-                "undefined, a silent wrong answer); use evaluator: remote",
-                file=module.shown, line=number,
-            )
+        found = _REFUSED_CALL.search(line)
+        if found:
+            raise RegoError(f"rego: {_REFUSED_CALLS[found.group(1)]}; use evaluator: remote",
+                            file=module.shown, line=number)
 
 
 def _parses_only_as_v0(module: RegoModule) -> bool:
@@ -129,7 +140,7 @@ class EmbeddedEvaluator:
         for module in modules:
             _check_size(module)
             _check_nesting(module)
-            _reject_network(module)
+            _reject_known_differences(module)
         v0 = {module.shown for module in modules if _parses_only_as_v0(module)}
         self.v0 = bool(v0)
         self.shifts: dict[str, int] = {}
@@ -179,6 +190,7 @@ class EmbeddedEvaluator:
             raise rego_error(RuntimeError(answer["error"]), default_file=self._default_file,
                              line_shift=self.shifts)
         values: dict[str, Any] = orjson.loads(body)
+        _refuse_inexact_numbers(values, self._default_file)
         return values
 
     def _ask(self, header: dict[str, Any], payload: bytes,
@@ -205,6 +217,22 @@ def _input_json(input_doc: Any) -> bytes:
         return orjson.dumps(input_doc)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise RegoError(f"rego: input is not JSON: {exc}") from None
+
+
+def _refuse_inexact_numbers(values: Any, file: str) -> None:
+    """regorus computes integers past its integer range in floating point (`1e20 * 10` comes
+    back as `1e+21`) where OPA is exact: an answer holding such a number is refused, not given."""
+    pending = [values]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, float) and abs(value) >= INEXACT_FROM and value.is_integer():
+            raise RegoError(f"rego: the answer holds {value!r}, past the embedded engine's "
+                            "integer range (it computes there in floating point, OPA exactly); "
+                            "use evaluator: remote for arbitrary-precision numbers", file=file)
 
 
 def _check_size(module: RegoModule) -> None:

@@ -13,7 +13,13 @@ raw bytes (the input document, or the answer's values). Requests (`op` in the he
 - `load {key, sources, data, v0}`: build an engine for evaluator `key`; the most recent
   `MAX_ENGINES` are kept, an evicted one is reported `missing` and loaded again by the parent;
 - `check {sources, entry_points}`: compile for regorus' VM (it resolves every function call);
-- `eval {key, paths}` with the input as payload: the values of the defined `paths`.
+- `eval {key, paths}` with the input as payload: the values of the defined `paths` (rules or
+  base documents of `data`).
+
+`yaml.unmarshal` and `glob.quote_meta` are replaced by `engine.rego.yaml_go`'s (imported on
+first use): OPA reads YAML as go-yaml v2 does (`yes`, `on`, `y` are booleans, `017` is octal),
+regorus as YAML 1.2 (they are strings), and regorus' quote_meta leaves `?` unescaped; a policy
+would otherwise be answered silently differently (tests/test_rego_differential.py).
 
 Answers: `{"ok": true}` (with the values as payload for `eval`, `{"v0": true}` for a module
 that parses only as v0), `{"error": text}` for an engine error (the parent turns regorus' text
@@ -83,6 +89,8 @@ class Worker:
         engine = self.regorus.Engine()
         if request.get("v0"):
             engine.set_rego_v0(True)
+        engine.add_extension("yaml.unmarshal", 1, yaml_unmarshal)
+        engine.add_extension("glob.quote_meta", 1, glob_quote_meta)
         for name, text in request["sources"]:
             engine.add_policy(name, text)
         if request.get("data"):
@@ -127,16 +135,32 @@ class Worker:
         try:
             text = engine.eval_rule_as_json(path)
         except RuntimeError as exc:
-            if _NOT_A_RULE in str(exc):
-                return False, None
+            if _NOT_A_RULE in str(exc):  # a base document of `data`, or nothing: ask the query
+                return self._query(engine, path)
             raise
         value = self.orjson.loads(text)
         if value == "<undefined>":  # the bindings' marker; a rule may really hold that string
-            answer = self.orjson.loads(engine.eval_query_as_json(path))
-            if not answer.get("result"):
-                return False, None
-            return True, answer["result"][0]["expressions"][0]["value"]
+            return self._query(engine, path)
         return True, value
+
+    def _query(self, engine: Any, path: str) -> tuple[bool, Any]:
+        answer = self.orjson.loads(engine.eval_query_as_json(path))
+        if not answer.get("result"):
+            return False, None
+        return True, answer["result"][0]["expressions"][0]["value"]
+
+
+def yaml_unmarshal(text: Any) -> Any:
+    """OPA's `yaml.unmarshal` (loaded in place of regorus' own, which reads YAML 1.2)."""
+    from engine.rego import yaml_go  # imported on first use: the worker starts without PyYAML
+
+    return yaml_go.unmarshal(text)
+
+
+def glob_quote_meta(pattern: Any) -> Any:
+    from engine.rego import yaml_go
+
+    return yaml_go.glob_quote_meta(pattern)
 
 
 def _limit_memory() -> None:
