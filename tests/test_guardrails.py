@@ -797,7 +797,7 @@ def test_team_and_run_rate_helpers() -> None:
     assert team_of(workload_in_team_ns) == "infra"
     rate = run_rate(resource, builtin_catalog())
     assert rate.monthly_usd == pytest.approx(priced("g5.12xlarge") * 0.4, abs=0.01)
-    assert "spot −60%" in rate.basis
+    assert "spot discount 60%" in rate.basis
 
 
 # ---------------------------------------------------------------------------- untrusted tenants

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core import offhours
-from engine.core.catalog import HOURS_PER_MONTH, Catalog
-from engine.core.costs import hourly_price
+from engine.core.catalog import Catalog
+from engine.core.costs import resource_spend
 from engine.core.labels import normalize_key
-from engine.core.model import Capacity, Resource
+from engine.core.model import Resource
 
 # ---------------------------------------------------------------------------- budgets
 
@@ -82,15 +82,11 @@ class RunRate:
 def run_rate(resource: Resource, catalog: Catalog, *, schedule_tag: str = "gpuwarden-offhours",
              default_schedule: str | None = None) -> RunRate:
     """Projected monthly cost of a GPU resource as it is configured to run."""
-    hourly, source = hourly_price(resource, catalog)
-    if hourly is None:
-        return RunRate(None, source)
-    monthly = hourly * resource.count * HOURS_PER_MONTH
-    parts = [f"{source} × {resource.count} × 730 h"]
-    if resource.capacity is Capacity.SPOT:
-        discount = catalog.spot_discount(resource.provider)
-        monthly *= 1.0 - discount
-        parts.append(f"spot −{discount:.0%} (estimate)")
+    spend = resource_spend(resource, catalog)  # the one price every figure of it uses
+    if spend.monthly_usd is None:
+        return RunRate(None, spend.basis)
+    monthly = spend.monthly_usd
+    parts = [spend.basis]
     schedule = _schedule(resource, schedule_tag, default_schedule)
     if schedule is not None and schedule.off_fraction() > 0:
         on = 1.0 - schedule.off_fraction()
