@@ -94,8 +94,8 @@ def test_a_spot_resource_is_priced_at_its_spot_rate_everywhere(make_resource: Ma
 def test_spot_discount_is_the_catalogs_regional_spot_price_where_listed(make_resource: Make
                                                                         ) -> None:
     catalog = builtin_catalog()
-    vm = make_resource(provider="gcp", kind="google_compute_instance", instance_type="a2-highgpu-1g",
-                       region="us-central1", capacity="on-demand")
+    vm = make_resource(provider="gcp", kind="google_compute_instance",
+                       instance_type="a2-highgpu-1g", region="us-central1", capacity="on-demand")
     spot = catalog.hourly_price("a2-highgpu-1g", "us-central1", "spot")
     on_demand = catalog.hourly_price("a2-highgpu-1g", "us-central1", "on_demand")
     assert spot is not None and on_demand is not None
@@ -243,8 +243,8 @@ def test_outputs_show_the_figures_apart_and_rank_actions_by_savings(
 @pytest.fixture(scope="module")
 def demo() -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-c", "from engine.cli import main; main()", "scan",
-                           "--demo", "--now", DEMO_NOW, "--format", "json"], capture_output=True, text=True,
-                          timeout=300, check=False)
+                           "--demo", "--now", DEMO_NOW, "--format", "json"],
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode in (0, 1), done.stderr
     report: dict[str, Any] = json.loads(done.stdout)
     return report
