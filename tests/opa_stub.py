@@ -1,4 +1,4 @@
-"""A stand-in for an OPA server: OPA's REST Policy and Data API on top of the embedded engine.
+"""A stand-in for an OPA server: OPA's REST Policy and Data API, evaluated by OPA's own engine.
 
 No OPA binary can be installed where gpuwarden's tests and benchmarks run, so this serves the
 part of OPA's API that gpuwarden and opa-python-client use, with OPA's request and response
@@ -13,10 +13,14 @@ shapes, over loopback HTTP:
   undefined, `500 {code, message}` when evaluation fails;
 - `GET /health`: `200 {}`.
 
-It is not OPA: modules are Rego v1 as OPA 1.x takes them (`v0_compatible=True` parses them
-as `opa run --v0-compatible` does: v0 unless they `import rego.v1`), evaluation is regorus
-with its documented differences (docs/rego.md), and there is no bundle, decision log,
-authorization or TLS.
+Evaluation is OPA's: OPA v1.20.2's Go `rego` package, in process through the test oracle
+`opa-golib-python-bindings` (`OPA_ORACLE_INSTALL`), so remote results in the tests are OPA's
+results. Where the oracle is not installed (benchmarks on a bare machine) the stub falls back to
+regorus (`stub.evaluator` says which); tests/test_rego_remote.py requires OPA. Modules are Rego v1
+as OPA 1.x takes them; `v0_compatible=True` takes v0 modules as `opa run --v0-compatible` does
+(unless they `import rego.v1`): the oracle has no v0 switch, so it gets them through `rego_v1`,
+the mechanical part of `opa fmt --v0-v1`. The HTTP layer is the stand-in's: no bundle, decision
+log, authorization or TLS.
 """
 
 from __future__ import annotations
@@ -94,10 +98,13 @@ _ERROR = re.compile(r"^\s*error:\s*(?P<message>.+?)\s*$", re.MULTILINE)
 
 
 class OpaStub:
-    """Policies and data, and a regorus engine rebuilt when they change."""
+    """Policies and data, and an engine (OPA's, else regorus) rebuilt when they change."""
 
     def __init__(self, *, v0_compatible: bool = False) -> None:
-        self.regorus = import_regorus()
+        self.opa = opa_bindings()
+        self.evaluator = "opa" if self.opa is not None else "regorus"
+        self.regorus = import_regorus() if self.opa is None else None
+        self._opa_engine: tuple[int, Any] | None = None
         self.v0_compatible = v0_compatible
         self.policies: dict[str, str] = {}
         self.data: dict[str, Any] = {}
@@ -150,7 +157,53 @@ class OpaStub:
         return HTTPStatus.NO_CONTENT, None
 
     def query(self, path: list[str], input_doc: Any) -> tuple[int, Any]:
+        if self.opa is not None:
+            return self._opa_query(path, input_doc)
         return self._worker.submit(self._query, path, input_doc).result()
+
+    # ------------------------------------------------------------------ OPA's engine
+
+    def _opa_query(self, path: list[str], input_doc: Any) -> tuple[int, Any]:
+        assert self.opa is not None
+        engine = self._current_opa_engine()
+        try:
+            return HTTPStatus.OK, {"result": engine.eval_document(".".join(path), input_doc)}
+        except self.opa.OpaUndefinedError:
+            return HTTPStatus.OK, {}
+        except self.opa.OpaError as exc:
+            return HTTPStatus.INTERNAL_SERVER_ERROR, _error("internal_error", _opa_message(exc))
+
+    def _current_opa_engine(self) -> Any:
+        """One OPA engine per version of the policies and data (OPA's engine is thread-safe)."""
+        with self._lock:
+            if self._opa_engine is not None and self._opa_engine[0] == self.version:
+                return self._opa_engine[1]
+            engine = self._opa_engine_for(self.policies)
+            if self.data:
+                engine.add_data(self.data)
+            self._opa_engine = (self.version, engine)
+            return engine
+
+    def _opa_engine_for(self, policies: dict[str, str]) -> Any:
+        assert self.opa is not None
+        engine = self.opa.OpaEngine()
+        for policy_id, text in policies.items():
+            engine.add_policy(policy_id, rego_v1(text) if self.v0_compatible else text)
+        return engine
+
+    def _opa_compile(self, policies: dict[str, str]) -> dict[str, Any] | None:
+        """OPA's answer to a module that does not compile: parse errors when added, the rest
+        (unsafe variables, type errors) when the first query is prepared."""
+        assert self.opa is not None
+        try:
+            engine = self._opa_engine_for(policies)
+            engine.eval_query("true")
+        except self.opa.OpaError as exc:
+            return {"code": "invalid_parameter",
+                    "message": "error(s) occurred while compiling module(s)",
+                    "errors": _opa_errors(exc.message)}
+        engine.close()
+        return None
 
     def _query(self, path: list[str], input_doc: Any) -> tuple[int, Any]:
         reference = ".".join(["data", *path])
@@ -185,15 +238,19 @@ class OpaStub:
         return engine
 
     def _new_engine(self) -> Any:
+        assert self.regorus is not None
         engine = self.regorus.Engine()
         if self.v0_compatible:
             engine.set_rego_v0(True)
         return engine
 
     def _compile_error(self, policies: dict[str, str], policy_id: str) -> dict[str, Any] | None:
+        if self.opa is not None:
+            return self._opa_compile(policies)
         return self._worker.submit(self._compile, policies).result()
 
     def _compile(self, policies: dict[str, str]) -> dict[str, Any] | None:
+        assert self.regorus is not None
         engine = self._new_engine()
         for name, text in policies.items():
             try:
@@ -209,6 +266,31 @@ class OpaStub:
                                 "location": location}],
                 }
         return None
+
+
+_OPA_ERROR = re.compile(
+    r"(?:^|occurred: )(?P<file>[^\s:]+):(?P<row>\d+): (?P<code>rego_\w+): (?P<message>.*)$")
+
+
+def _opa_errors(message: str) -> list[dict[str, Any]]:
+    """OPA's error list (`file:row: rego_parse_error: text` lines, a caret line under each) as
+    its REST API gives it: `[{code, message, location: {file, row, col}}]`."""
+    lines = message.splitlines()
+    errors = []
+    for index, line in enumerate(lines):
+        found = _OPA_ERROR.search(line.strip())
+        if found:
+            caret = lines[index + 2] if index + 2 < len(lines) else ""
+            col = caret.lstrip("\t").find("^") + 1 if "^" in caret else 1
+            errors.append({"code": found.group("code"), "message": found.group("message"),
+                           "location": {"file": found.group("file"),
+                                        "row": int(found.group("row")), "col": max(col, 1)}})
+    return errors or [{"code": "rego_compile_error", "message": " ".join(message.split())}]
+
+
+def _opa_message(exc: Any) -> str:
+    """An evaluation error as OPA's server words it (`1 error occurred: file:row: code: text`)."""
+    return f"1 error occurred: {' '.join(str(exc.message).split())}"
 
 
 def _one_line(exc: BaseException) -> str:

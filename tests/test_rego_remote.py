@@ -1,6 +1,7 @@
-"""Rego evaluated by an OPA server through opa-python-client. No OPA can be installed here: the
-server is tests/opa_stub.py, OPA's REST Policy and Data API served over loopback on top of
-the embedded engine, standing in for a real OPA."""
+"""Rego evaluated by an OPA server through opa-python-client. No OPA server can be installed
+here: the server is tests/opa_stub.py, OPA's REST Policy and Data API served over loopback,
+evaluating with OPA's own engine (the opa-golib-python-bindings test oracle), so the remote
+answers checked here are OPA's."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from engine.sources.terraform import plan_resources, read_plan
 
 pytest.importorskip("regorus")
 
-from tests.opa_stub import OpaStub, serve
+from tests.opa_stub import OPA_ORACLE_MISSING, OpaStub, opa_bindings, serve
 
 REPO = Path(__file__).resolve().parents[1]
 REGO_PACK = REPO / "policies" / "rego"
@@ -39,7 +40,11 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def opa() -> Iterator[tuple[str, OpaStub]]:
+    """OPA's REST API over loopback, evaluating with OPA's own engine (never regorus here)."""
+    if opa_bindings() is None:
+        pytest.skip(OPA_ORACLE_MISSING)
     with serve() as running:
+        assert running[1].evaluator == "opa"
         yield running
 
 
