@@ -160,6 +160,54 @@ def test_cases_beside_rego_policies_use_them_by_default(tmp_path: Path,
     assert code == 0, out + err
 
 
+def test_yaml_test_inputs_beside_the_policies_are_not_loaded_as_policies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("required_cost_tags.rego", "required_cost_tags.yaml"):
+        shutil.copy(REGO_PACK / name, tmp_path / name)
+    write(tmp_path / "inputs" / "gpu-pod.yaml", """\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: trainer, namespace: ml, labels: {team: ml}}
+        spec:
+          containers:
+            - name: c
+              image: trainer
+              resources: {limits: {nvidia.com/gpu: 1}}
+        ---
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: ml}
+        """)
+    write(tmp_path / "cost_tags_test.yaml", """\
+        cases:
+          - name: a GPU pod kept as a YAML manifest beside the policy
+            door: admission
+            input: inputs/gpu-pod.yaml
+            expect:
+              - {policy: required-cost-tags, resource: Pod/ml/trainer, message: project}
+        """)
+    code, out, err = run(["policies", "test", str(tmp_path), "-v"], capsys, monkeypatch)
+    assert code == 0, out + err
+    assert "PASS" in out and "gpu-pod.yaml" not in err
+
+
+def test_a_gatekeeper_template_in_a_policy_directory_is_still_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a test input: skipping it would drop a policy silently."""
+    shutil.copy(REGO_PACK / "required_cost_tags.yaml", tmp_path / "p.yaml")
+    shutil.copy(REGO_PACK / "required_cost_tags.rego", tmp_path / "required_cost_tags.rego")
+    write(tmp_path / "template.yaml", """\
+        apiVersion: templates.gatekeeper.sh/v1
+        kind: ConstraintTemplate
+        metadata: {name: k8srequiredlabels}
+        """)
+    write(tmp_path / "p_test.yaml", "cases: [{name: c, door: runtime, input: [], expect: []}]\n")
+    code, _, err = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    assert code == 2 and "template.yaml" in err
+
+
 def test_unreadable_input_is_an_error_result_not_a_crash(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ The core never reads a file: this layer reads policy files and the files their p
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -23,9 +24,13 @@ from engine.core.policy import (
     overridden_spec,
     parse_policy_file,
 )
-from engine.core.yamltext import line_of
+from engine.core.yamltext import line_of, load_yaml_documents
 from engine.loading.files import read_bounded_text
 from engine.loading.parameter_files import ParameterFiles
+
+POLICY_API_VERSION = "gpuwarden.io/v1"
+_TOP_LEVEL_KIND = re.compile(r"^kind[ \t]*:", re.MULTILINE)
+_GATEKEEPER_GROUPS = ("templates.gatekeeper.sh/", "constraints.gatekeeper.sh/")
 
 
 def builtin_pack_dir() -> Path:
@@ -36,9 +41,32 @@ def builtin_pack_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "policies"
 
 
-def _is_policy_file(path: Path) -> bool:
-    """YAML files, except `*_test.yaml` (test cases for `gpuwarden policies test`)."""
-    return path.suffix in (".yaml", ".yml") and not path.stem.endswith("_test")
+def is_policy_file(path: Path) -> bool:
+    """In a policy directory: YAML files, except `*_test.yaml` (test cases for `gpuwarden
+    policies test`) and files of Kubernetes objects (test inputs kept beside the policies)."""
+    return (path.suffix in (".yaml", ".yml") and not path.stem.endswith("_test")
+            and not _holds_only_objects(path))
+
+
+def _holds_only_objects(path: Path) -> bool:
+    """True when every document has a `kind` and an `apiVersion` other than gpuwarden's (a
+    Pod, an AdmissionReview): never a policy file. Anything unreadable is left to the loader."""
+    try:
+        text = read_bounded_text(path, str(path), "policy file")
+        if not _TOP_LEVEL_KIND.search(text):  # policy files never have one: no second parse
+            return False
+        documents = load_yaml_documents(text, str(path))
+    except InputError:
+        return False
+    return bool(documents) and all(_is_object(d) for d in documents)
+
+
+def _is_object(document: Any) -> bool:
+    # Gatekeeper templates and constraints are not test inputs: the loader's error names them.
+    return (isinstance(document, Mapping) and "kind" in document
+            and isinstance(document.get("apiVersion"), str)
+            and document["apiVersion"] != POLICY_API_VERSION
+            and not document["apiVersion"].startswith(_GATEKEEPER_GROUPS))
 
 
 def _policy_files(path: str) -> list[Path]:
@@ -46,7 +74,7 @@ def _policy_files(path: str) -> list[Path]:
     if target.is_dir():
         # The built-in pack is its top level; policies/rego/ holds the Rego examples (opt-in).
         found = target.glob("*") if path == BUILTIN else target.rglob("*")
-        files = sorted(p for p in found if _is_policy_file(p))
+        files = sorted(p for p in found if is_policy_file(p))
         if not files:
             raise InputError("no policy files (*.yaml) in this directory", file=str(target))
         return files

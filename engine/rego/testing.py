@@ -44,7 +44,7 @@ from engine.core.evaluate import Engine
 from engine.core.model import Door, Enforcement, Finding, Resource, Severity, State
 from engine.core.policy import BUILTIN, CompiledPolicy
 from engine.core.yamltext import line_at, load_yaml_documents
-from engine.loading.policies import load_policies
+from engine.loading.policies import is_policy_file, load_policies
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
 from engine.rego.inputs import admission_request, plan_documents, request_for_manifest, request_of
 from engine.rego.policy import RegoProgram
@@ -136,8 +136,9 @@ def _is_case_file(path: Path) -> bool:
 
 
 def _has_policy_files(directory: Path) -> bool:
-    return any(p.suffix in (".yaml", ".yml") and not _is_case_file(p)
-               for p in directory.rglob("*"))
+    """Test inputs may be YAML beside the policies (manifests, AdmissionReviews): only policy
+    files count (the loader's rule, `is_policy_file`)."""
+    return any(is_policy_file(p) for p in directory.rglob("*"))
 
 
 def _local_policies(directory: Path) -> list[CompiledPolicy]:
