@@ -42,7 +42,8 @@ def test_conftest_gke_node_pool_is_spot_through_preemptible() -> None:
     found = resources_of("conftest-gke-show.json")
     assert list(found) == ["google_container_node_pool.primary_preemptible_nodes"]
     pool = found["google_container_node_pool.primary_preemptible_nodes"]
-    assert (pool.capacity, pool.instance_type, pool.count) == (Capacity.SPOT, "n1-standard-1", 1)
+    # location us-central1 is a region: node_count 1 per zone in GKE's three default zones
+    assert (pool.capacity, pool.instance_type, pool.count) == (Capacity.SPOT, "n1-standard-1", 3)
     assert pool.region == "us-central1" and pool.cluster == "my-gke-cluster"
     assert pool.gpu is None and pool.unknown == frozenset()
 
@@ -202,6 +203,7 @@ def test_tfv_container_node_pool() -> None:
     pool = resources_of("tfv-full-container-node-pool.json")[
         "google_container_node_pool.full_list_default_1"
     ]
-    assert (pool.capacity, pool.count, pool.cluster) == (Capacity.SPOT, 42, "test-cluster")
+    # regional (us-central1): 42 per zone × GKE's three default zones
+    assert (pool.capacity, pool.count, pool.cluster) == (Capacity.SPOT, 126, "test-cluster")
     assert pool.gpu is not None and pool.gpu.count == 2
     assert pool.tags == {"test-label-key": "test-label-value"}

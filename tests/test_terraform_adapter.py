@@ -387,10 +387,10 @@ def test_aws_instance_without_market_options_is_on_demand() -> None:
     assert "capacity" not in resource.unknown
 
 
-def test_aws_instance_capacity_block_reserved_is_not_spot() -> None:
+def test_aws_instance_capacity_block_is_reserved_not_spot() -> None:
     market = [{"market_type": "capacity-block", "spot_options": []}]
     resource = only(change("aws_instance.gpu", {**P3, "instance_market_options": market}))
-    assert resource.capacity == Capacity.ON_DEMAND
+    assert resource.capacity == Capacity.RESERVED
 
 
 def test_aws_instance_market_options_left_to_provider_is_on_demand() -> None:
@@ -1272,7 +1272,7 @@ def test_gce_disk_resource() -> None:
 
 
 def node_pool(node_config: list[Any] | None, **fields: Any) -> dict[str, Any]:
-    return {"cluster": "c", "location": "us-central1", "node_config": node_config, **fields}
+    return {"cluster": "c", "location": "us-central1-a", "node_config": node_config, **fields}
 
 
 @pytest.mark.parametrize(
@@ -1611,11 +1611,21 @@ def test_apply_locations_to_plan_resources(tf_dir: Path) -> None:
     located = {r.id: r for r in apply_locations(resources, locate_resources(tf_dir))}
     root = tf_dir.as_posix()
     gpu = located["module.train.aws_instance.gpu[1]"]
-    assert gpu.location == SourceLocation(file=f"{root}/modules/train/main.tf", line=2)
+    # at the module call in the caller's file; the block in the module is the definition
+    assert gpu.location == SourceLocation(
+        file=f"{root}/main.tf",
+        line=9,
+        definition=SourceLocation(file=f"{root}/modules/train/main.tf", line=2),
+    )
     disk = located["module.train.aws_instance.gpu[1].root_block_device[0]"]
     assert disk.location == gpu.location
     assert located["aws_launch_template.gpu"].location is not None
-    assert located['module.train.module.storage.aws_ebs_volume.checkpoint["shard-a"]'].location
+    nested = located['module.train.module.storage.aws_ebs_volume.checkpoint["shard-a"]'].location
+    assert nested == SourceLocation(
+        file=f"{root}/main.tf",
+        line=9,
+        definition=SourceLocation(file=f"{root}/modules/storage/volumes.tf", line=3),
+    )
     assert located["aws_eks_node_group.spot_gpu"].location is None
 
 
@@ -1623,7 +1633,13 @@ def test_location_for_relative_directory(tf_dir: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(tf_dir.parent)
     locations = locate_resources(Path("infra"))
     found = location_for('module.train.aws_instance.gpu["a.b"]', locations)
-    assert found == SourceLocation(file="infra/modules/train/main.tf", line=2)
+    assert found == SourceLocation(
+        file="infra/main.tf",
+        line=9,
+        definition=SourceLocation(file="infra/modules/train/main.tf", line=2),
+    )
+    registry = location_for("module.registry.aws_instance.this[0]", locations)
+    assert registry == SourceLocation(file="infra/main.tf", line=14)  # its block is not here
     assert location_for("data.aws_ami.x", locations) is None
     assert location_for("nonsense", locations) is None
 

@@ -10,7 +10,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 REPORT_SCHEMA = "gpuwarden.report/v1"
 
@@ -34,6 +40,9 @@ class Category(StrEnum):
 class Capacity(StrEnum):
     ON_DEMAND = "on-demand"
     SPOT = "spot"
+    # Prepaid or reserved: a capacity reservation or block, a specific reservation, DWS
+    # flex-start, a capacity reservation group. Priced as on-demand; spot is not asked of it.
+    RESERVED = "reserved"
     UNKNOWN = "unknown"
 
 
@@ -155,6 +164,17 @@ class SourceLocation(BaseModel):
 
     file: str
     line: int | None = None
+    # For a resource inside a module: `file`/`line` are the module call in the caller's file
+    # and this is the resource block in the module (SARIF's related location). Not in the JSON
+    # when None.
+    definition: SourceLocation | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_definition(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.definition is None and isinstance(data, dict):
+            data.pop("definition", None)
+        return data
 
 
 class Resource(BaseModel):

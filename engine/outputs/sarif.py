@@ -161,7 +161,7 @@ def fingerprint(policy_id: str, resource_id: str) -> str:
 
 def _result(finding: Finding, rule_index: int, source_file: str | None) -> dict[str, Any]:
     level = "note" if finding.result == "unknown" else LEVEL_BY_SEVERITY[Severity(finding.severity)]
-    return {
+    result = {
         "ruleId": finding.policy,
         "ruleIndex": rule_index,
         "level": level,
@@ -176,6 +176,17 @@ def _result(finding: Finding, rule_index: int, source_file: str | None) -> dict[
             "resource_kind": finding.resource.kind,
         },
     }
+    definition = finding.location.definition if finding.location else None
+    if definition is not None and _usable_path(definition.file):
+        result["relatedLocations"] = [_related_location(definition)]
+    return result
+
+
+def _related_location(definition: SourceLocation) -> dict[str, Any]:
+    """The resource block inside the module whose call the result points at."""
+    physical = _physical_location(definition, None)
+    return {"id": 1, "physicalLocation": physical,
+            "message": {"text": "the resource block in the module"}}
 
 
 def _message(finding: Finding) -> str:

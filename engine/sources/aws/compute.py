@@ -5,6 +5,9 @@ launch configurations they use), EKS managed node groups.
   group) are left out: the group stands for them, as a controller stands for its pods, so their
   spend is not counted twice. Autoscaling groups that EKS manages for a node group are left out
   for the same reason. Terminated and shutting-down instances are not listed.
+- Reserved (prepaid): an instance in a capacity reservation (`CapacityReservationId`) or a
+  Capacity Block (`InstanceLifecycle == "capacity-block"`); a launch template whose market type is
+  `capacity-block` or that targets a reservation; an EKS node group `CAPACITY_BLOCK`.
 - Spot: `InstanceLifecycle == "spot"`; a launch template's `InstanceMarketOptions.MarketType`;
   an autoscaling group's mixed instances distribution (no on-demand base, 0% on-demand above
   it), else its launch template or launch configuration (`SpotPrice`); EKS `capacityType`.
@@ -101,11 +104,10 @@ def instance_resource(region: Region, instance: Mapping[str, Any]) -> Resource:
     tag_map = tags(instance.get("Tags"))
     instance_id = str(instance["InstanceId"])
     state = str((instance.get("State") or {}).get("Name") or "")
-    spot = instance.get("InstanceLifecycle") == "spot"
     return region.resource(
         kind="aws_instance", category=Category.INSTANCE, id=instance_id,
         name=name(tag_map, instance_id), tags=tag_map, instance_type=instance.get("InstanceType"),
-        capacity=Capacity.SPOT if spot else Capacity.ON_DEMAND,
+        capacity=_instance_capacity(instance),
         state=_INSTANCE_STATES.get(state, State.UNKNOWN), raw=dict(instance),
     )
 
@@ -130,9 +132,23 @@ def template_version(template: Mapping[str, Any], version: Any = "$Latest") -> d
     return dict(data) if isinstance(data, Mapping) else {}
 
 
+def _instance_capacity(instance: Mapping[str, Any]) -> Capacity:
+    lifecycle = str(instance.get("InstanceLifecycle") or "").lower()
+    if lifecycle == "spot":
+        return Capacity.SPOT
+    if lifecycle == "capacity-block" or instance.get("CapacityReservationId"):
+        return Capacity.RESERVED
+    return Capacity.ON_DEMAND
+
+
 def _market_capacity(data: Mapping[str, Any]) -> Capacity:
-    market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
-    return Capacity.SPOT if str(market).lower() == "spot" else Capacity.ON_DEMAND
+    market = str((data.get("InstanceMarketOptions") or {}).get("MarketType")).lower()
+    if market == "spot":
+        return Capacity.SPOT
+    reservation = data.get("CapacityReservationSpecification") or {}
+    target = reservation.get("CapacityReservationTarget") if isinstance(reservation, Mapping) \
+        else None
+    return Capacity.RESERVED if market == "capacity-block" or target else Capacity.ON_DEMAND
 
 
 def _instance_tag_specifications(data: Mapping[str, Any]) -> dict[str, str]:
@@ -295,19 +311,23 @@ def _node_group_type(region: Region, group: Mapping[str, Any]) -> tuple[str | No
     return instance_type, set() if instance_type is not None else set(TYPE_UNKNOWN)
 
 
+_EKS_CAPACITY = {"SPOT": Capacity.SPOT, "CAPACITY_BLOCK": Capacity.RESERVED}
+
+
 def node_group_resource(region: Region, group: Mapping[str, Any]) -> Resource:
     scaling = group.get("scalingConfig") or {}
     desired = int(scaling.get("desiredSize") or 0)
     instance_type, unknown = _node_group_type(region, group)
-    spot = str(group.get("capacityType") or "ON_DEMAND").upper() == "SPOT"
+    capacity = _EKS_CAPACITY.get(str(group.get("capacityType") or "ON_DEMAND").upper(),
+                                 Capacity.ON_DEMAND)
     return region.resource(
         kind="aws_eks_node_group", category=Category.NODE_GROUP,
         id=str(group.get("nodegroupArn") or group["nodegroupName"]),
         name=str(group["nodegroupName"]), cluster=group.get("clusterName"),
         tags={**tags(group.get("labels")), **tags(group.get("tags"))},
         billing_tags=tags(group.get("tags")),
-        instance_type=instance_type, capacity=Capacity.SPOT if spot else Capacity.ON_DEMAND,
-        count=desired, state=State.RUNNING if desired > 0 else State.STOPPED,
+        instance_type=instance_type, capacity=capacity, count=desired,
+        state=State.RUNNING if desired > 0 else State.STOPPED,
         unknown=frozenset(unknown), raw=dict(group),
     )
 

@@ -29,6 +29,14 @@ from engine.sources.terraform.readers import (
     spot_capacity,
 )
 from engine.sources.terraform.registry import normalizer
+from engine.sources.terraform.reservations import (
+    any_true,
+    aws_capacity_block,
+    aws_node_group_reserved,
+    aws_reservation_target,
+    aws_reserved,
+    reserved_or_spot,
+)
 
 
 def aws_tags(change: PlannedChange, unknown: set[str]) -> dict[str, str]:
@@ -145,6 +153,24 @@ def _block_device_volumes(change: PlannedChange, parent: Resource, *, root: bool
     return volumes
 
 
+def _market_capacity(attrs: Attrs, unknown: set[str]) -> Capacity:
+    """Reserved (capacity reservation or block), spot or on-demand, from the market options."""
+    return reserved_or_spot(aws_reserved(attrs), _market_is_spot(attrs), unknown)
+
+
+def _instance_capacity(attrs: Attrs, template: PlannedChange | None, unknown: set[str]) -> Capacity:
+    """From the instance's own market and reservation settings; from its launch template's for
+    each that the instance leaves unset."""
+    def source(key: str) -> Attrs:
+        inherit = template is not None and attrs.configured(key) is False
+        return template.attrs if inherit and template is not None else attrs
+
+    market, reservation = source("instance_market_options"), source(
+        "capacity_reservation_specification")
+    reserved = any_true(aws_reservation_target(reservation), aws_capacity_block(market))
+    return reserved_or_spot(reserved, _market_is_spot(market), unknown)
+
+
 @normalizer("aws_instance", "aws_spot_instance_request")
 def _aws_instance(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
@@ -155,10 +181,8 @@ def _aws_instance(change: PlannedChange) -> list[Resource]:
         instance_type = read_instance_type(template.attrs, unknown, "instance_type")
     if change.type == "aws_spot_instance_request":
         capacity = Capacity.SPOT
-    elif template is not None and attrs.configured("instance_market_options") is False:
-        capacity = spot_capacity(_market_is_spot(template.attrs), unknown)
     else:
-        capacity = spot_capacity(_market_is_spot(attrs), unknown)
+        capacity = _instance_capacity(attrs, template, unknown)
     instance = new_resource(
         change,
         Category.INSTANCE,
@@ -191,7 +215,7 @@ def _aws_launch_template(change: PlannedChange) -> list[Resource]:
         "aws",
         unknown,
         instance_type=read_instance_type(attrs, unknown, "instance_type"),
-        capacity=spot_capacity(_market_is_spot(attrs), unknown),
+        capacity=_market_capacity(attrs, unknown),
         tags=tags,
         region=aws_region(change),
     )
@@ -306,7 +330,7 @@ def _asg_type_and_capacity(
     instance_type = read_instance_type(source.attrs, unknown, "instance_type")
     if source.type == "aws_launch_configuration":
         return instance_type, spot_capacity(_spot_price_is_spot(source.attrs), unknown)
-    return instance_type, spot_capacity(_market_is_spot(source.attrs), unknown)
+    return instance_type, _market_capacity(source.attrs, unknown)
 
 
 @normalizer("aws_autoscaling_group")
@@ -351,6 +375,13 @@ def _eks_instance_type(change: PlannedChange, unknown: set[str]) -> str | None:
     return _EKS_DEFAULT_INSTANCE_TYPE
 
 
+def _node_group_reserved(change: PlannedChange) -> bool | None:
+    """CAPACITY_BLOCK, or a launch template that targets a capacity reservation or block."""
+    template = _launch_template(change, "launch_template", 0)
+    from_template = aws_reserved(template.attrs) if template is not None else False
+    return any_true(aws_node_group_reserved(change.attrs), from_template)
+
+
 @normalizer("aws_eks_node_group")
 def _aws_eks_node_group(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
@@ -366,8 +397,9 @@ def _aws_eks_node_group(change: PlannedChange) -> list[Resource]:
             "aws",
             unknown,
             instance_type=_eks_instance_type(change, unknown),
-            capacity=spot_capacity(spot, unknown),
+            capacity=reserved_or_spot(_node_group_reserved(change), spot, unknown),
             tags={**labels, **aws_tags(change, unknown)},
+            billing_tags=aws_tags(change, unknown),
             count=read_count(
                 attrs,
                 unknown,
@@ -399,7 +431,6 @@ def _aws_ebs_volume(change: PlannedChange) -> list[Resource]:
 
 def _sse_customer_key(configuration: Attrs | None) -> bool | None:
     """Customer managed key of a server_side_encryption_configuration (its first rule)."""
-            billing_tags=aws_tags(change, unknown),
     rule = configuration.first("rule") if configuration else None
     default = rule.first("apply_server_side_encryption_by_default") if rule else None
     if default is None:

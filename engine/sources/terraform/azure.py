@@ -15,9 +15,9 @@ from engine.sources.terraform.readers import (
     mark_key,
     read_count,
     read_instance_type,
-    spot_capacity,
 )
 from engine.sources.terraform.registry import normalizer
+from engine.sources.terraform.reservations import azure_reserved, reserved_or_spot
 
 _AZURE_DISK_KEYS: tuple[AttrPath, ...] = (
     ("disk_encryption_set_id",),
@@ -29,6 +29,10 @@ def _priority_is_spot(attrs: Attrs) -> bool | None:
     if attrs.hidden("priority"):
         return False if attrs.left_to_provider("priority") else None
     return (attrs.text("priority") or "Regular").lower() == "spot"
+
+
+def _azure_capacity(attrs: Attrs, unknown: set[str]) -> Capacity:
+    return reserved_or_spot(azure_reserved(attrs), _priority_is_spot(attrs), unknown)
 
 
 def _azure_machine(
@@ -50,7 +54,7 @@ def _azure_machine(
 @normalizer("azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine")
 def _azurerm_virtual_machine(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
-    capacity = spot_capacity(_priority_is_spot(attrs), unknown)
+    capacity = _azure_capacity(attrs, unknown)
     vm = _azure_machine(change, Category.INSTANCE, "size", unknown, capacity=capacity)
     disk = attrs.first("os_disk") or attrs.child("os_disk", 0)
     return [vm, platform_encrypted_disk(change, vm, "os_disk[0]", disk, *_AZURE_DISK_KEYS)]
@@ -64,7 +68,7 @@ def _azurerm_scale_set(change: PlannedChange) -> list[Resource]:
         Category.AUTOSCALING_GROUP,
         "sku",
         unknown,
-        capacity=spot_capacity(_priority_is_spot(attrs), unknown),
+        capacity=_azure_capacity(attrs, unknown),
         count=read_count(attrs, unknown, ("instances",)),
     )
     disk = attrs.first("os_disk") or attrs.child("os_disk", 0)
@@ -109,7 +113,9 @@ def _azurerm_kubernetes_node_pool(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
     autoscaled = attrs.flag("auto_scaling_enabled") or attrs.flag("enable_auto_scaling")
     counts: tuple[AttrPath, ...] = (("node_count",), ("min_count",))
-    labels = attrs.mapping("node_labels", unknown)
+    # Cost tags are the pool's `tags`; node labels (often computed: AKS adds its own) only add
+    # what is already known and never make the tags unknown.
+    labels = attrs.mapping("node_labels", set())
     return [
         new_resource(
             change,
@@ -117,10 +123,10 @@ def _azurerm_kubernetes_node_pool(change: PlannedChange) -> list[Resource]:
             "azure",
             unknown,
             instance_type=read_instance_type(attrs, unknown, "vm_size"),
-            capacity=spot_capacity(_priority_is_spot(attrs), unknown),
+            capacity=_azure_capacity(attrs, unknown),
             count=read_count(attrs, unknown, *(counts[::-1] if autoscaled else counts)),
             tags={**labels, **attrs.mapping("tags", unknown)},
+            billing_tags=attrs.mapping("tags", unknown),
             cluster=attrs.text("kubernetes_cluster_id"),
         )
     ]
-            billing_tags=attrs.mapping("tags", unknown),

@@ -24,9 +24,9 @@ from engine.sources.terraform.readers import (
     provider_region,
     read_count,
     read_instance_type,
-    spot_capacity,
 )
 from engine.sources.terraform.registry import normalizer
+from engine.sources.terraform.reservations import gcp_reserved, gke_reserved, reserved_or_spot
 
 
 def _gcp_labels(change: PlannedChange, unknown: set[str]) -> dict[str, str]:
@@ -134,7 +134,7 @@ def _google_compute_instance(change: PlannedChange) -> list[Resource]:
         attrs,
         unknown,
         Category.INSTANCE,
-        capacity=spot_capacity(_scheduling_is_spot(attrs), unknown),
+        capacity=reserved_or_spot(gcp_reserved(attrs), _scheduling_is_spot(attrs), unknown),
         tags=_gcp_labels(change, unknown),
         region=_gcp_region(change),
     )
@@ -154,7 +154,7 @@ def _google_compute_instance_template(change: PlannedChange) -> list[Resource]:
         attrs,
         unknown,
         Category.LAUNCH_TEMPLATE,
-        capacity=spot_capacity(_scheduling_is_spot(attrs), unknown),
+        capacity=reserved_or_spot(gcp_reserved(attrs), _scheduling_is_spot(attrs), unknown),
         tags=_gcp_labels(change, unknown),
         region=_gcp_region(change),
     )
@@ -191,8 +191,10 @@ def _gke_node_is_spot(node: Attrs) -> bool | None:
     return False
 
 
-def _gke_node_count(attrs: Attrs, unknown: set[str]) -> int:
-    """Nodes of the pool: node_count per zone times node_locations, else the autoscaling minimum."""
+def _gke_node_count(change: PlannedChange, unknown: set[str]) -> int:
+    """Nodes of the pool: node_count (or the autoscaling minimum) per zone times its zones,
+    else the autoscaling total minimum."""
+    attrs = change.attrs
     autoscaling = attrs.child("autoscaling", 0)
     total_minimum = autoscaling.number("total_min_node_count")
     if attrs.number("node_count") is None and total_minimum is not None:
@@ -204,8 +206,56 @@ def _gke_node_count(attrs: Attrs, unknown: set[str]) -> int:
         ("autoscaling", 0, "min_node_count"),
         ("initial_node_count",),
     )
-    zones = attrs.get("node_locations")
-    return per_zone * len(zones) if isinstance(zones, list) and zones else per_zone
+    return per_zone * _gke_zone_count(change, unknown)
+
+
+# GKE spreads a regional cluster's nodes over three of the region's zones unless told otherwise.
+_GKE_REGIONAL_DEFAULT_ZONES = 3
+_REGION = re.compile(r"[a-z]+-[a-z]+\d+")
+
+
+def _gke_cluster(change: PlannedChange) -> PlannedChange | None:
+    """The google_container_cluster the pool's `cluster` refers to, when it is in the plan."""
+    for reference in change.attrs.references("cluster"):
+        parts = reference.split(".")
+        if len(parts) >= 2 and parts[0] == "google_container_cluster":
+            address = f"{change.module_prefix}google_container_cluster.{parts[1]}"
+            found = change.plan.find(address.split("[", 1)[0])
+            if found is not None:
+                return found
+    return None
+
+
+def _cluster_zones(cluster: Attrs) -> int:
+    """Zones of a cluster's `node_locations`; a zonal cluster lists only the zones it adds to
+    its own. 0 when it lists none."""
+    zones = cluster.get("node_locations")
+    if not isinstance(zones, list) or not zones:
+        return 0
+    location = cluster.text("location") or ""
+    own_zone = location and not _REGION.fullmatch(location) and location not in zones
+    return len(zones) + (1 if own_zone else 0)
+
+
+def _gke_zone_count(change: PlannedChange, unknown: set[str]) -> int:
+    """Zones the pool's per-zone node count applies to: its `node_locations`, else its
+    cluster's, else three for a regional location and one for a zonal one."""
+    cluster = _gke_cluster(change)
+    holders = [change.attrs] + ([cluster.attrs] if cluster is not None else [])
+    zones = change.attrs.get("node_locations")
+    if isinstance(zones, list) and zones:
+        return len(zones)
+    if cluster is not None:
+        found = _cluster_zones(cluster.attrs)
+        if found:
+            return found
+    for attrs in holders:
+        location = attrs.text("location")
+        if location:
+            return _GKE_REGIONAL_DEFAULT_ZONES if _REGION.fullmatch(location) else 1
+    if any(a.hidden("location") and a.configured("location") is not False for a in holders):
+        unknown.add("count")  # regional or zonal is not known yet
+    return 1
 
 
 _GKE_DEFAULT_MACHINE_TYPE = "e2-medium"
@@ -215,7 +265,7 @@ _GKE_DEFAULT_MACHINE_TYPE = "e2-medium"
 def _google_container_node_pool(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
     common = {
-        "count": _gke_node_count(attrs, unknown),
+        "count": _gke_node_count(change, unknown),
         "cluster": attrs.text("cluster"),
         "region": _gcp_region(change),
     }
@@ -240,9 +290,9 @@ def _google_container_node_pool(change: PlannedChange) -> list[Resource]:
             node,
             unknown,
             Category.NODE_GROUP,
-            capacity=spot_capacity(_gke_node_is_spot(node), unknown),
+            capacity=reserved_or_spot(gke_reserved(attrs, node), _gke_node_is_spot(node), unknown),
             tags=labels,
+            billing_tags=node.mapping("resource_labels", unknown),
             **common,
         )
     ]
-            billing_tags=node.mapping("resource_labels", unknown),

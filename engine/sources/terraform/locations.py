@@ -8,7 +8,14 @@ which is all a SARIF location or a PR annotation needs. Keys:
   (`source = "./modules/gpu"`), followed recursively;
 - `**.type.name` for a resource block found exactly once anywhere under the directory: the
   fallback for modules whose source is not local (registry, git) and for a directory that holds
-  several configurations.
+  several configurations;
+- `call:module.a` (and `call:module.a.module.b`) for the `module` blocks that call modules, local
+  or not.
+
+A resource inside a module is located, as Checkov does, at the module call in the root module's
+file (what the caller wrote and a pull request of the caller changes), with the resource block in
+the module as the location's `definition` (SARIF's related location); a registry module's
+resource, whose block is not under the directory, at the call alone.
 
 Paths are the given directory joined with the file's path relative to it, so they stay relative
 when the directory is (`infra/modules/gpu/main.tf`). Directories named `.terraform` (downloaded
@@ -28,6 +35,7 @@ from engine.core.model import Resource, SourceLocation
 from engine.inputfiles import FileTooLarge, max_input_bytes, read_regular_file
 
 ANYWHERE = "**."
+CALL = "call:"
 _MAX_MODULE_DEPTH = 16
 
 _RESOURCE_BLOCK = re.compile(r'^[ \t]*resource[ \t]+"([^"]+)"[ \t]+"([^"]+)"[ \t]*\{', re.M)
@@ -79,7 +87,14 @@ def location_for(address: str, locations: Mapping[str, SourceLocation]) -> Sourc
     if key is None:
         return None
     modules, resource = key
-    return locations.get(modules + resource) or locations.get(ANYWHERE + resource)
+    block = locations.get(modules + resource) or locations.get(ANYWHERE + resource)
+    if not modules:
+        return block
+    outermost = ".".join(modules.split(".", 2)[:2])
+    call = locations.get(CALL + outermost)
+    if call is None:
+        return block
+    return call.model_copy(update={"definition": block}) if block is not None else call
 
 
 def _block_key(address: str) -> tuple[str, str] | None:
@@ -109,9 +124,10 @@ def _scan_module(
         text = _read(path)
         for type_, name, line in _resource_blocks(text):
             locations.setdefault(f"{prefix}{type_}.{name}", _location(root, path, line))
-        for call, source in _local_module_calls(text):
+        for call, source, line in _module_calls(text):
+            locations.setdefault(f"{CALL}{prefix}module.{call}", _location(root, path, line))
             child = (directory / source).resolve()
-            if child.is_dir():
+            if source.startswith(("./", "../")) and child.is_dir():
                 _scan_module(root, child, f"{prefix}module.{call}.", locations, visited)
 
 
@@ -120,14 +136,14 @@ def _resource_blocks(text: str) -> Iterator[tuple[str, str, int]]:
         yield found.group(1), found.group(2), text.count("\n", 0, found.start()) + 1
 
 
-def _local_module_calls(text: str) -> Iterator[tuple[str, str]]:
-    """(name, source) of `module` blocks whose source is a local path."""
+def _module_calls(text: str) -> Iterator[tuple[str, str, int]]:
+    """(name, source, line) of `module` blocks."""
     for found in _MODULE_BLOCK.finditer(text):
         following = _TOP_LEVEL_BLOCK.search(text, found.end())
         body = text[found.end() : following.start() if following else len(text)]
         source = _SOURCE_ARGUMENT.search(body)
-        if source and source.group(1).startswith(("./", "../")):
-            yield found.group(1), source.group(1)
+        line = text.count("\n", 0, found.start()) + 1
+        yield found.group(1), source.group(1) if source else "", line
 
 
 def _tf_files_below(root: Path) -> Iterator[Path]:
