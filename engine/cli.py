@@ -565,8 +565,9 @@ def webhook(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "0.0.0.0",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8443,
     policies: PoliciesOpt = None,
-    cloud: Annotated[str, typer.Option("--cloud", help="Spot label the mutating webhook "
-                                       "writes: aws (Karpenter), eks, gke, azure.")] = "aws",
+    cloud: Annotated[str | None, typer.Option("--cloud", help="Spot label the mutating webhook "
+                                              "writes: aws (Karpenter), eks, gke, azure; "
+                                              "default: the GPU nodes' cloud.")] = None,
     mig_swap: Annotated[str, typer.Option("--mig-swap", help="offered (when a node "
                                           "offers the MIG resource), always, off.")] = "offered",
     timeout: Annotated[float, typer.Option("--timeout", help="The webhook's timeoutSeconds, "
@@ -591,7 +592,8 @@ def webhook(
     /metrics)."""
     from remediations.kubernetes_patch import CLOUDS
 
-    _check_choice("--cloud", cloud, CLOUDS)
+    if cloud is not None:
+        _check_choice("--cloud", cloud, CLOUDS)
     _check_choice("--mig-swap", mig_swap, ("offered", "always", "off"))
     _check_choice("--log-level", log_level, ("debug", "info", "warning"))
     if not insecure_http and (cert is None or key is None):
@@ -612,6 +614,9 @@ def webhook(
     caches = cluster_cache(no_cluster=no_cluster, kubeconfig=kubeconfig, resync_seconds=resync)
     web = create_app(build_engine(policies), settings=settings, caches=caches)
     console.set_sdk_log_level(0)  # a server logs its clients' retries at its own --log-level
+    if cloud is None and no_cluster:
+        typer.echo("gpuwarden: webhook: no --cloud and --no-cluster: /mutate writes no spot "
+                   "patch (give --cloud aws|eks|gke|azure to pin GPU workloads to spot)", err=True)
     run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
                                    log_level, client_ca=client_ca))
 

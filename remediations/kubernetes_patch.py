@@ -17,11 +17,15 @@ from engine.sources.kubernetes import (
     MIG_RESOURCE_PREFIX,
     SPOT_LABELS,
     SPOT_TOLERATIONS,
+    effective_gpu_requests,
     gpu_quantity,
+    kind_entry,
+    pod_groups,
     pod_template_path,
 )
 
 Patch = list[dict[str, Any]]
+PathParts = tuple[str | int, ...]
 CLOUDS: tuple[str, ...] = tuple(SPOT_LABELS)
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb(?:\+me)?$")
 
@@ -35,7 +39,7 @@ def pointer(path: Sequence[str | int]) -> str:
     return "".join("/" + escape_token(str(part)) for part in path)
 
 
-def pod_spec_of(obj: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, Any]] | None:
+def pod_spec_of(obj: dict[str, Any]) -> tuple[PathParts, dict[str, Any]] | None:
     """(path to the pod spec, the pod spec) of a workload object; None when it has none."""
     path = pod_template_path(obj)
     if path is None:
@@ -51,25 +55,51 @@ def pod_spec_of(obj: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, Any]] |
 
 def spot_placement_patch(obj: dict[str, Any], cloud: str) -> Patch:
     """Pin the workload to `cloud`'s spot capacity: nodeSelector label plus the toleration its
-    spot nodes' taint needs. `[]` when already pinned, or when it cannot be done safely."""
+    spot nodes' taint needs, in its pod template or, for a training kind (PyTorchJob, RayJob,
+    JobSet ...), in each replica template that holds GPUs. `[]` when already pinned, or when any
+    template cannot be patched safely."""
     if cloud not in SPOT_LABELS:
         raise ValueError(f"unknown cloud {cloud!r}; expected one of {', '.join(CLOUDS)}")
+    patch: Patch = []
+    for path, spec in spot_targets(obj):
+        ops = _spot_ops(path, spec, cloud)
+        if ops is None:
+            return []
+        patch += ops
+    return patch
+
+
+def spot_targets(obj: dict[str, Any]) -> list[tuple[PathParts, dict[str, Any]]]:
+    """(path, pod spec) of every template the spot patch pins."""
     found = pod_spec_of(obj)
-    if found is None:
+    if found is not None:
+        return [found]
+    entry = kind_entry(obj)
+    if entry is None or not entry.training:
         return []
-    path, spec = found
+    return [(group.path, group.spec) for group in pod_groups(obj)
+            if group.path is not None and _holds_gpus(group.spec)]
+
+
+def _holds_gpus(spec: dict[str, Any]) -> bool:
+    requests = effective_gpu_requests(spec)
+    return requests.malformed or any(amount > 0 for amount in requests.amounts.values()) \
+        or bool(spec.get("resourceClaims"))
+
+
+def _spot_ops(path: PathParts, spec: dict[str, Any], cloud: str) -> Patch | None:
     key, value = SPOT_LABELS[cloud]
     if _affinity_contradicts(spec, key, value):
-        return []
+        return None
     selector_ops = _node_selector_ops(path, spec.get("nodeSelector"), key, value)
     toleration_ops = _toleration_ops(path, spec.get("tolerations"), SPOT_TOLERATIONS[cloud])
     if selector_ops is None or toleration_ops is None:
-        return []
+        return None
     return selector_ops + toleration_ops
 
 
 def _node_selector_ops(
-    path: tuple[str, ...], selector: Any, key: str, value: str
+    path: PathParts, selector: Any, key: str, value: str
 ) -> Patch | None:
     if selector is None:
         return [{"op": "add", "path": pointer((*path, "nodeSelector")), "value": {key: value}}]
@@ -82,7 +112,7 @@ def _node_selector_ops(
 
 
 def _toleration_ops(
-    path: tuple[str, ...], tolerations: Any, needed: Sequence[dict[str, str]]
+    path: PathParts, tolerations: Any, needed: Sequence[dict[str, str]]
 ) -> Patch | None:
     if tolerations is not None and not isinstance(tolerations, list):
         return None

@@ -6,17 +6,23 @@ gpuwarden does not know.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import yaml
 
 from engine.core.evaluate import Engine
 from engine.core.model import Capacity, Category, Resource, State
 from engine.loading.policies import load_policies
-from engine.sources.kubernetes import claim_index, load_manifests, workload_resource
+from engine.sources.kubernetes import KINDS, claim_index, load_manifests, workload_resource
+from remediations.kubernetes_patch import spot_placement_patch
 
 CORPUS = Path(__file__).parent / "data" / "manifests"
 EXPECTED = yaml.safe_load((CORPUS / "expected.yaml").read_text())
@@ -194,3 +200,141 @@ def test_spot_checkpointing_is_for_interruptible_training_not_serving(
     report = engine.evaluate([resource], NOW, door="admission", show_passed=True)
     found = {f.policy: f.result for f in report.findings}
     assert found.get(CHECKPOINT, "not-applicable") == expected
+
+
+# ---------------------------------------------------------------------------- admission over TLS
+
+
+def _corpus_object(path: str, kind: str) -> dict[str, Any]:
+    [obj] = [o for o in load_manifests((CORPUS / path).read_text(), path) if o["kind"] == kind]
+    return obj
+
+
+@pytest.fixture(scope="module")
+def tls_webhook(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from engine.webhook.app import create_app
+    from engine.webhook.caches import ClusterCache, StaticLister
+    from tests.test_webhook import NAMESPACES, NODES, make_certs, start_server
+
+    caches = ClusterCache(StaticLister(NAMESPACES, NODES), resync_seconds=3600)
+    running = start_server(create_app(engine, caches=caches), make_certs(
+        tmp_path_factory.mktemp("tls")))
+    with running.client() as client:
+        deadline = time.monotonic() + 10
+        while client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "webhook not ready"
+            time.sleep(0.02)
+        yield client
+    running.stop()
+
+
+def test_webhook_over_tls_denies_a_ray_cluster_stating_its_whole_gpu_count(
+        tls_webhook: Any) -> None:
+    from tests.test_webhook import post, review
+
+    obj = _corpus_object("ray/raycluster-verl.yaml", "RayCluster")
+    response = post(tls_webhook, "validate", review(obj))
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "RayCluster/default/verl-cluster" in message
+    assert "[gpu-spot-required] verl-cluster runs 4" in message
+    assert "[required-cost-tags]" in message
+
+
+def test_webhook_over_tls_pins_each_gpu_replica_template_of_a_pytorch_job_to_spot(
+        tls_webhook: Any) -> None:
+    from tests.test_webhook import decoded_patch, post, review
+
+    obj = _corpus_object("kubeflow/pytorchjob-deepspeed-demo.yaml", "PyTorchJob")
+    response = post(tls_webhook, "mutate", review(obj))
+    patch = decoded_patch(response)
+    selectors = {op["path"] for op in patch if op["path"].endswith("nodeSelector")}
+    assert selectors == {f"/spec/pytorchReplicaSpecs/{role}/template/spec/nodeSelector"
+                         for role in ("Master", "Worker")}
+    patched = jsonpatch.apply_patch(obj, patch)
+    resource = workload_resource(patched, {}, state=State.PLANNED)
+    assert resource is not None and resource.capacity is Capacity.SPOT
+    again = post(tls_webhook, "mutate", review(patched))
+    assert not any(op["path"].endswith("nodeSelector") for op in decoded_patch(again))
+    assert post(tls_webhook, "validate", review(patched))["auditAnnotations"].get(
+        "gpu-spot-required") is None  # on spot now: passes
+
+
+# ---------------------------------------------------------------------------- spot patches
+
+
+@pytest.mark.parametrize(("path", "kind", "templates"), [
+    ("kubeflow/mpijob-nccl-tests.yaml", "MPIJob",
+     {"/spec/mpiReplicaSpecs/Worker/template/spec"}),  # the CPU-only launcher stays put
+    ("ray/rayjob-pytorch-text-classifier.yaml", "RayJob",
+     {"/spec/rayClusterSpec/headGroupSpec/template/spec"}),
+    ("volcano/volcano-job-mindspore-gpu.yaml", "Job", {"/spec/tasks/1/template/spec"}),
+    ("jobset/jobset-dra-training-job.yaml", "JobSet",
+     {"/spec/replicatedJobs/0/template/spec/template/spec"}),
+    ("lws/lws-vllm-gpu.yaml", "LeaderWorkerSet", set()),  # serving: not a training kind
+    ("kserve/isvc-torchserve-gpu.yaml", "InferenceService", set()),
+])
+@pytest.mark.parametrize("cloud", ["gke", "aws"])
+def test_spot_patch_pins_every_gpu_replica_template_of_training_kinds(
+        path: str, kind: str, templates: set[str], cloud: str) -> None:
+    obj = _corpus_object(path, kind)
+    patch = spot_placement_patch(obj, cloud)
+    touched = {op["path"].rsplit("/nodeSelector", 1)[0] for op in patch
+               if "/nodeSelector" in op["path"]}
+    assert touched == templates
+    patched = jsonpatch.apply_patch(obj, patch)
+    assert spot_placement_patch(patched, cloud) == []  # idempotent
+    if templates:
+        resource = workload_resource(patched, {}, state=State.PLANNED, claims=CLAIMS)
+        assert resource is not None and resource.capacity is Capacity.SPOT
+
+
+def test_no_spot_patch_without_a_cloud_and_the_cloud_learnt_from_nodes() -> None:
+    from engine.webhook.caches import ClusterCache, StaticLister
+
+    def cache(provider_id: str, labels: dict[str, str]) -> ClusterCache:
+        node = {"metadata": {"name": "n", "labels": {"nvidia.com/gpu.product": "NVIDIA-L4",
+                                                     **labels}},
+                "spec": {"providerID": provider_id},
+                "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+        caches = ClusterCache(StaticLister([], [node]))
+        caches.refresh()
+        return caches
+
+    assert cache("gce://proj/us-central1-a/n", {}).cloud() == "gke"
+    assert cache("aws:///us-east-1a/i-0abc", {"karpenter.sh/capacity-type": "spot"}).cloud() \
+        == "aws"
+    assert cache("aws:///us-east-1a/i-0abc", {}).cloud() == "eks"
+    assert cache("azure:///subscriptions/x/vm", {}).cloud() == "azure"
+    assert ClusterCache(None).cloud() is None  # --no-cluster: no nodes, no cloud
+
+
+def test_webhook_without_cloud_and_cluster_says_it_writes_no_spot_patch() -> None:
+    command = [sys.executable, "-m", "engine", "webhook", "--no-cluster", "--insecure-http",
+               "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stderr is not None
+            first = process.stderr.readline()
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+    assert first.startswith("gpuwarden: webhook: no --cloud and --no-cluster: /mutate writes "
+                            "no spot patch")
+
+
+# ---------------------------------------------------------------------------- Terraform module
+
+
+def test_the_webhook_module_registers_every_kind_gpuwarden_reads() -> None:
+    from tests.test_terraform_modules import MODULE, parse
+
+    variables = {name: body for block in parse(MODULE / "variables.tf")["variable"]
+                 for name, body in block.items()}
+    default = variables["workload_kinds"]["default"]
+    registered = {(k["api_group"], r) for k in default for r in k["resources"]}
+    wanted = {(group, kind.lower() + "s") for group, kind in KINDS} | {("karpenter.sh",
+                                                                        "nodepools")}
+    assert registered == wanted
+    main = (MODULE / "main.tf").read_text()
+    assert main.count("for_each = var.workload_kinds") == 4  # both entries of both webhooks

@@ -42,12 +42,14 @@ Endpoint = Literal["validate", "mutate"]
 
 @dataclass(frozen=True, slots=True)
 class AdmissionSettings:
-    cloud: str = "aws"  # whose spot label and toleration the mutating webhook writes
+    # Whose spot label and toleration the mutating webhook writes; None: the cloud the cluster's
+    # GPU nodes say (providerID), and no spot patch when they say none.
+    cloud: str | None = "aws"
     mig_swap: MigSwap = "offered"  # offered: only when a node advertises the MIG resource
     excluded_namespaces: frozenset[str] = frozenset()  # allowed unjudged, recorded as exempt
 
     def __post_init__(self) -> None:
-        if self.cloud not in CLOUDS:
+        if self.cloud is not None and self.cloud not in CLOUDS:
             raise ValueError(f"cloud must be one of {', '.join(CLOUDS)}, not {self.cloud!r}")
         if self.mig_swap not in ("offered", "always", "off"):
             raise ValueError(f"mig_swap must be offered, always or off, not {self.mig_swap!r}")
@@ -235,7 +237,8 @@ class Judge:
 
 @patch_builder("advise-spot")
 def _spot_patch(judge: Judge, obj: dict[str, Any], finding: Finding) -> Patch:
-    return spot_placement_patch(obj, judge.settings.cloud)
+    cloud = judge.settings.cloud or judge.caches.cloud()
+    return spot_placement_patch(obj, cloud) if cloud is not None else []
 
 
 @patch_builder("advise-mig")

@@ -40,6 +40,7 @@ class NodeInfo:
     name: str
     labels: Mapping[str, str]
     extended_resources: frozenset[str]  # nvidia.com/gpu, nvidia.com/mig-… offered (> 0)
+    cloud: str | None = None  # whose spot label fits it (`spot_cloud_of`), None when unknown
 
     @property
     def gpu_product(self) -> str | None:
@@ -109,6 +110,12 @@ class ClusterCache:
             resource_name in node.extended_resources and _selects(node_selector, node.labels)
             for node in snapshot.nodes
         )
+
+    def cloud(self) -> str | None:
+        """The one cloud every listed GPU node runs on (by its providerID), else None."""
+        snapshot = self._snapshot
+        clouds = {node.cloud for node in snapshot.nodes} if snapshot is not None else set()
+        return clouds.pop() if len(clouds) == 1 else None
 
     def request_refresh(self) -> None:
         """Wake the background task early; callable from any thread (requests are judged in
@@ -191,8 +198,25 @@ def gpu_nodes_of(items: Iterable[Any]) -> list[NodeInfo]:
         labels = _string_map(metadata.get("labels"))  # type: ignore[union-attr]
         offered = _gpu_resources(item.get("status"))
         if offered or GPU_PRODUCT_LABEL in labels:
-            nodes.append(NodeInfo(name, labels, offered))
+            nodes.append(NodeInfo(name, labels, offered, spot_cloud_of(item, labels)))
     return nodes
+
+
+_PROVIDER_CLOUDS = {"aws": "eks", "gce": "gke", "azure": "azure"}
+
+
+def spot_cloud_of(node: dict[str, Any], labels: Mapping[str, str]) -> str | None:
+    """Whose spot label the mutating webhook should write for pods bound for this node: from
+    its `spec.providerID` scheme (aws://, gce://, azure://); on AWS, Karpenter's label when
+    Karpenter made the node, else the EKS managed node group's."""
+    spec = node.get("spec")
+    provider_id = spec.get("providerID") if isinstance(spec, dict) else None
+    if not isinstance(provider_id, str) or "://" not in provider_id:
+        return None
+    cloud = _PROVIDER_CLOUDS.get(provider_id.split("://", 1)[0].lower())
+    if cloud == "eks" and "karpenter.sh/capacity-type" in labels:
+        return "aws"
+    return cloud
 
 
 def _gpu_resources(status: Any) -> frozenset[str]:

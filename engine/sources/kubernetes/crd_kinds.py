@@ -56,16 +56,21 @@ def _count(spec: dict[str, Any], *keys: str, default: int = 1) -> tuple[int, boo
     return default, known
 
 
-def _template_group(template: Any, pods: int, known: bool) -> PodGroup | None:
-    """A group from a `{metadata, spec}` pod template."""
+Path = tuple[str | int, ...]
+
+
+def _template_group(template: Any, pods: int, known: bool, path: Path) -> PodGroup | None:
+    """A group from the `{metadata, spec}` pod template at `path`."""
     template = as_mapping(template)
-    return _spec_group(as_mapping(template.get("metadata")), template.get("spec"), pods, known)
+    return _spec_group(as_mapping(template.get("metadata")), template.get("spec"), pods, known,
+                       (*path, "spec"))
 
 
-def _spec_group(metadata: dict[str, Any], spec: Any, pods: int, known: bool) -> PodGroup | None:
+def _spec_group(metadata: dict[str, Any], spec: Any, pods: int, known: bool,
+                path: Path | None) -> PodGroup | None:
     if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
         return None
-    return PodGroup(metadata, spec, pods, known)
+    return PodGroup(metadata, spec, pods, known, path)
 
 
 def _kept(groups: Iterator[PodGroup | None]) -> list[PodGroup]:
@@ -85,9 +90,10 @@ def _replica_specs(field: str) -> Callable[[dict[str, Any]], list[PodGroup]]:
     """Kubeflow training-operator jobs: `spec.<field>` maps a role to {replicas, template}."""
     def groups(obj: dict[str, Any]) -> list[PodGroup]:
         specs = as_mapping(dig(obj, ("spec", field)))
-        return _kept(_template_group(as_mapping(s).get("template"), *_count(as_mapping(s),
-                                                                               "replicas"))
-                     for s in specs.values())
+        return _kept(_template_group(as_mapping(s).get("template"),
+                                     *_count(as_mapping(s), "replicas"),
+                                     ("spec", field, role, "template"))
+                     for role, s in specs.items() if isinstance(role, str))
     return groups
 
 
@@ -105,22 +111,23 @@ def _train_job(obj: dict[str, Any]) -> list[PodGroup]:
 # ---------------------------------------------------------------------------- Ray
 
 
-def _ray_cluster_groups(cluster: dict[str, Any]) -> list[PodGroup]:
+def _ray_cluster_groups(cluster: dict[str, Any], at: tuple[str, ...]) -> list[PodGroup]:
     """The head (one pod) and each worker group (replicas, else minReplicas) × numOfHosts."""
     head = as_mapping(cluster.get("headGroupSpec"))
 
     def workers() -> Iterator[PodGroup | None]:
-        yield _template_group(head.get("template"), 1, True)
-        for worker in as_list(cluster.get("workerGroupSpecs")):
+        yield _template_group(head.get("template"), 1, True, (*at, "headGroupSpec", "template"))
+        for index, worker in enumerate(as_list(cluster.get("workerGroupSpecs"))):
             worker = as_mapping(worker)
             pods, known = _count(worker, "replicas", "minReplicas")
             hosts, hosts_known = _count(worker, "numOfHosts")
-            yield _template_group(worker.get("template"), pods * hosts, known and hosts_known)
+            yield _template_group(worker.get("template"), pods * hosts, known and hosts_known,
+                                  (*at, "workerGroupSpecs", index, "template"))
     return _kept(workers())
 
 
 def _ray_at(*path: str) -> Callable[[dict[str, Any]], list[PodGroup]]:
-    return lambda obj: _ray_cluster_groups(as_mapping(dig(obj, path)))
+    return lambda obj: _ray_cluster_groups(as_mapping(dig(obj, path)), path)
 
 
 # ---------------------------------------------------------------------------- LWS, JobSet, Volcano
@@ -135,9 +142,12 @@ def _leader_worker_set(obj: dict[str, Any]) -> list[PodGroup]:
     size, size_known = _count(template, "size")
     known = known and size_known
     leader = template.get("leaderTemplate") or template.get("workerTemplate")
+    at = ("spec", "leaderWorkerTemplate")
+    leader_at = (*at, "leaderTemplate" if template.get("leaderTemplate") else "workerTemplate")
     return _kept(iter([
-        _template_group(leader, groups_count if size else 0, known),
-        _template_group(template.get("workerTemplate"), groups_count * max(size - 1, 0), known),
+        _template_group(leader, groups_count if size else 0, known, leader_at),
+        _template_group(template.get("workerTemplate"), groups_count * max(size - 1, 0), known,
+                        (*at, "workerTemplate")),
     ]))
 
 
@@ -152,19 +162,21 @@ def _job_pods(job_spec: dict[str, Any]) -> tuple[int, bool]:
 
 def _job_set(obj: dict[str, Any]) -> list[PodGroup]:
     def jobs() -> Iterator[PodGroup | None]:
-        for replicated in as_list(dig(obj, ("spec", "replicatedJobs"))):
+        for index, replicated in enumerate(as_list(dig(obj, ("spec", "replicatedJobs")))):
             replicated = as_mapping(replicated)
             replicas, known = _count(replicated, "replicas")
             job_spec = as_mapping(dig(replicated, ("template", "spec")))
             pods, pods_known = _job_pods(job_spec)
-            yield _template_group(job_spec.get("template"), replicas * pods, known and pods_known)
+            yield _template_group(job_spec.get("template"), replicas * pods, known and pods_known,
+                                  ("spec", "replicatedJobs", index, "template", "spec",
+                                   "template"))
     return _kept(jobs())
 
 
 def _volcano_job(obj: dict[str, Any]) -> list[PodGroup]:
-    return _kept(_template_group(as_mapping(t).get("template"), *_count(as_mapping(t),
-                                                                          "replicas"))
-                 for t in as_list(dig(obj, ("spec", "tasks"))))
+    return _kept(_template_group(as_mapping(t).get("template"), *_count(as_mapping(t), "replicas"),
+                                 ("spec", "tasks", i, "template"))
+                 for i, t in enumerate(as_list(dig(obj, ("spec", "tasks")))))
 
 
 # ---------------------------------------------------------------------------- KServe
@@ -191,7 +203,8 @@ def _inference_service(obj: dict[str, Any]) -> list[PodGroup]:
         for name in _KSERVE_COMPONENTS:
             component = as_mapping(spec.get(name))
             pods, known = _count(component, "minReplicas")
-            yield _spec_group({}, _kserve_pod_spec(component), max(pods, 1), known)
+            yield _spec_group({}, _kserve_pod_spec(component), max(pods, 1), known,
+                              ("spec", name))
     return _kept(components())
 
 
@@ -202,10 +215,12 @@ def _llm_inference_service(obj: dict[str, Any]) -> list[PodGroup]:
     replicas, known = _count(spec, "replicas")
     prefill_replicas, prefill_known = _count(prefill, "replicas")
     return _kept(iter([
-        _spec_group({}, spec.get("template"), replicas, known),
-        _spec_group({}, spec.get("worker"), replicas, known),
-        _spec_group({}, prefill.get("template"), prefill_replicas, prefill_known),
-        _spec_group({}, prefill.get("worker"), prefill_replicas, prefill_known),
+        _spec_group({}, spec.get("template"), replicas, known, ("spec", "template")),
+        _spec_group({}, spec.get("worker"), replicas, known, ("spec", "worker")),
+        _spec_group({}, prefill.get("template"), prefill_replicas, prefill_known,
+                    ("spec", "prefill", "template")),
+        _spec_group({}, prefill.get("worker"), prefill_replicas, prefill_known,
+                    ("spec", "prefill", "worker")),
     ]))
 
 
@@ -228,10 +243,11 @@ def _spark_application(obj: dict[str, Any]) -> list[PodGroup]:
     spec = as_mapping(obj.get("spec"))
     driver, executor = as_mapping(spec.get("driver")), as_mapping(spec.get("executor"))
     executors, known = _count(executor, "instances")
-    return [PodGroup(as_mapping(driver.get("labels")) and {"labels": driver["labels"]},
-                     _spark_pod(driver), 1, True),
-            PodGroup(as_mapping(executor.get("labels")) and {"labels": executor["labels"]},
-                     _spark_pod(executor), executors, known)]
+    # The driver and executor blocks take nodeSelector and tolerations as a pod spec does.
+    return [PodGroup({"labels": as_mapping(driver.get("labels"))}, _spark_pod(driver), 1, True,
+                     ("spec", "driver")),
+            PodGroup({"labels": as_mapping(executor.get("labels"))}, _spark_pod(executor),
+                     executors, known, ("spec", "executor"))]
 
 
 # ---------------------------------------------------------------------------- the registry

@@ -25,6 +25,7 @@ class PodGroup:
     spec: dict[str, Any]
     pods: int
     pods_known: bool = True
+    path: tuple[str | int, ...] | None = None  # where its pod spec sits in the object
 
 
 def workload_facts(

@@ -510,6 +510,16 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
       operations   = ["CREATE", "UPDATE"]
       scope        = "Namespaced"
     }
+    dynamic "rule" {
+      for_each = var.workload_kinds
+      content {
+        api_groups   = [rule.value.api_group]
+        api_versions = rule.value.api_versions
+        resources    = rule.value.resources
+        operations   = ["CREATE", "UPDATE"]
+        scope        = "*"
+      }
+    }
   }
 
   webhook {
@@ -563,6 +573,16 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
       operations   = ["CREATE", "UPDATE"]
       scope        = "Namespaced"
     }
+    dynamic "rule" {
+      for_each = var.workload_kinds
+      content {
+        api_groups   = [rule.value.api_group]
+        api_versions = rule.value.api_versions
+        resources    = rule.value.resources
+        operations   = ["CREATE", "UPDATE"]
+        scope        = "*"
+      }
+    }
   }
 
   lifecycle {
@@ -573,7 +593,8 @@ resource "kubernetes_validating_webhook_configuration_v1" "this" {
 }
 
 # Pods are mutated on CREATE only (their spec is immutable); controller templates on CREATE
-# and UPDATE.
+# and UPDATE; the custom kinds of var.workload_kinds on CREATE (most training jobs' replica
+# templates are immutable once created).
 resource "kubernetes_mutating_webhook_configuration_v1" "this" {
   metadata {
     name   = "${var.name}-mutate"
@@ -635,6 +656,16 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
       operations   = ["CREATE", "UPDATE"]
       scope        = "Namespaced"
     }
+    dynamic "rule" {
+      for_each = var.workload_kinds
+      content {
+        api_groups   = [rule.value.api_group]
+        api_versions = rule.value.api_versions
+        resources    = rule.value.resources
+        operations   = ["CREATE"]
+        scope        = "*"
+      }
+    }
   }
 
   webhook {
@@ -688,6 +719,16 @@ resource "kubernetes_mutating_webhook_configuration_v1" "this" {
       resources    = ["jobs", "cronjobs"]
       operations   = ["CREATE", "UPDATE"]
       scope        = "Namespaced"
+    }
+    dynamic "rule" {
+      for_each = var.workload_kinds
+      content {
+        api_groups   = [rule.value.api_group]
+        api_versions = rule.value.api_versions
+        resources    = rule.value.resources
+        operations   = ["CREATE"]
+        scope        = "*"
+      }
     }
   }
 

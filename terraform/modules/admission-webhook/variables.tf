@@ -113,3 +113,35 @@ variable "client_ca_secret" {
   type        = string
   default     = ""
 }
+
+variable "workload_kinds" {
+  description = <<-EOT
+    Custom resources judged at admission besides Pods and the apps/batch controllers, so the
+    custom resource itself is judged at `kubectl apply`, not its child pods later: one entry per
+    API group with its plural resource names. The defaults are the kinds gpuwarden reads
+    (engine/sources/kubernetes/crd_kinds.py and the Karpenter NodePool); a kind listed here that
+    gpuwarden does not read is answered `unknown` when it asks for accelerators.
+  EOT
+  type = list(object({
+    api_group    = string
+    api_versions = list(string)
+    resources    = list(string)
+  }))
+  default = [
+    { api_group = "kubeflow.org", api_versions = ["*"], resources = ["pytorchjobs", "tfjobs", "mpijobs", "paddlejobs", "xgboostjobs", "jaxjobs", "mxjobs"] },
+    { api_group = "trainer.kubeflow.org", api_versions = ["*"], resources = ["trainjobs"] },
+    { api_group = "ray.io", api_versions = ["*"], resources = ["rayclusters", "rayjobs", "rayservices"] },
+    { api_group = "leaderworkerset.x-k8s.io", api_versions = ["*"], resources = ["leaderworkersets"] },
+    { api_group = "jobset.x-k8s.io", api_versions = ["*"], resources = ["jobsets"] },
+    { api_group = "batch.volcano.sh", api_versions = ["*"], resources = ["jobs"] },
+    { api_group = "serving.kserve.io", api_versions = ["*"], resources = ["inferenceservices", "llminferenceservices"] },
+    { api_group = "sparkoperator.k8s.io", api_versions = ["*"], resources = ["sparkapplications"] },
+    { api_group = "karpenter.sh", api_versions = ["*"], resources = ["nodepools"] },
+  ]
+
+  validation {
+    condition = alltrue([for k in var.workload_kinds : k.api_group != "" && k.api_group != "*" &&
+    !contains(k.resources, "*") && length(k.resources) > 0])
+    error_message = "workload_kinds: name each API group and its resources (no \"*\", no core group)."
+  }
+}
