@@ -610,3 +610,27 @@ def test_the_docs_table_is_generated_from_this_suite() -> None:
         return
     assert current == table, ("docs/rego.md's differential table is out of date: rerun with "
                               "GPUWARDEN_UPDATE_DOCS=1")
+
+
+# ------------------------------------------------------------------ yaml.unmarshal's scalars
+
+SCALAR_PARTS = ["0", "1", "7", "9", "0x", "0o", "0b", "_", ".", "-", "+", "e", "E", "inf", "nan",
+                "y", "Y", "n", "yes", "No", "on", "OFF", "true", "False", "null", "~", ":", "a",
+                "2001-12-14", "1:20", " ", "'", '"', "0.5", "1e3", ".5"]
+
+
+@FUZZ
+@given(parts=st.lists(st.sampled_from(SCALAR_PARTS), min_size=1, max_size=4))
+def test_yaml_unmarshal_reads_scalars_as_opa_does(parts: list[str]) -> None:
+    """The go-yaml v2 rules engine.rego.yaml_go reproduces, against OPA, on generated scalars
+    as a value, a key and a list item."""
+    scalar = "".join(parts)
+    for document in (f"v: {scalar}", f"{scalar}: v", f"- {scalar}"):
+        body = f"r := yaml.unmarshal({json.dumps(document)})"
+        modules = [("t.rego", HEADER + body + "\n")]
+        embedded = embedded_answers(modules, {}, ["data.t.r"], {})["data.t.r"]
+        opa = opa_answer(modules, {}, "data.t.r", {})
+        result = outcome(embedded, opa)
+        # a whole float past 2^63 (`1e30`) is refused, as any such number in an answer is
+        refused_big = result == "refused" and "integer range" in str(embedded[1])
+        assert result in ("same", "both refuse") or refused_big, (document, embedded, opa)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import re
+import struct
+from decimal import Decimal
 from typing import Any
 
 import yaml
@@ -23,6 +25,8 @@ _FALSE = {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "
 _NULL = {"", "~", "null", "Null", "NULL"}
 _INT = re.compile(r"[-+]?(?:0[bB][01]+|0[oO]?[0-7]+|0[xX][0-9a-fA-F]+|0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_DOT_FLOAT = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?")
+_NUMBER_STARTS = frozenset("+-0123456789")
 _SPECIAL_FLOAT = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _INT64 = 2**63
 
@@ -44,20 +48,24 @@ def unmarshal(text: Any) -> Any:
         node = next(iter(yaml.compose_all(text, Loader=_GoYamlLoader)), None)  # the first only
     except yaml.YAMLError as exc:
         raise ValueError(f"yaml.unmarshal: {exc}") from None
-    return None if node is None else _value(node, 0)
+    return None if node is None else _item(node, 0)
 
 
 def _value(node: yaml.Node, depth: int) -> Any:
     if depth > 256:
         raise ValueError("yaml.unmarshal: document nested too deeply")
     if isinstance(node, yaml.MappingNode):
-        return {_key(_value(k, depth + 1)): _value(v, depth + 1) for k, v in _pairs(node)}
+        return {_key(_value(k, depth + 1)): _item(v, depth + 1) for k, v in _pairs(node)}
     if isinstance(node, yaml.SequenceNode):
-        return [_value(item, depth + 1) for item in node.value]
+        return [_item(item, depth + 1) for item in node.value]
     assert isinstance(node, yaml.ScalarNode)
     if node.style is not None:
         return node.value  # quoted or block scalars are strings
     return _resolve(node.value)
+
+
+def _item(node: yaml.Node, depth: int) -> Any:
+    return _json_value(_value(node, depth))
 
 
 def _pairs(node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
@@ -87,31 +95,80 @@ def _key(key: Any) -> str:
 
 
 def _number_text(number: float) -> str:
-    if isinstance(number, int) or (number.is_integer() and abs(number) < 1e21):
-        return str(int(number))
-    return repr(number)
+    """A number as a map key's text: sigs.k8s.io/yaml writes a float key as Go's
+    `strconv.FormatFloat(f, 'g', -1, 32)`: float32's shortest digits, exponent form below 1e-4
+    and from 1e6 (`1e+07`), `.inf` past float32's range."""
+    if isinstance(number, int):
+        return str(number)
+    if math.isnan(number):
+        return ".nan"
+    if number == 0:
+        return "0"
+    digits = _float32_digits(number)
+    if digits is None:
+        return ".inf" if number > 0 else "-.inf"
+    sign, figures, exponent = digits.as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, figures))
+    point = len(text) + exponent - 1  # the decimal exponent of the first digit
+    if point < -4 or point >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        body = f"{mantissa}e{'-' if point < 0 else '+'}{abs(point):02d}"
+    else:
+        body = format(digits.copy_abs(), "f")
+    return ("-" if sign else "") + body
+
+
+def _float32_digits(number: float) -> Decimal | None:
+    """The shortest decimal that reads back as the same float32 (None past its range)."""
+    try:
+        single = _as_float32(number)
+    except OverflowError:
+        return None
+    if math.isinf(single):
+        return None
+    for places in range(1, 10):
+        candidate = f"{single:.{places - 1}e}"
+        if _as_float32(float(candidate)) == single:
+            return Decimal(candidate).normalize()
+    return Decimal(repr(single)).normalize()
+
+
+def _as_float32(number: float) -> float:
+    value: float = struct.unpack("f", struct.pack("f", number))[0]
+    return value
 
 
 def _resolve(plain: str) -> Any:
+    """go-yaml v2's `resolve` for a plain scalar: its table of words, then numbers only for
+    text starting with a digit, a sign or a dot."""
     if plain in _NULL:
         return None
     if plain in _TRUE:
         return True
     if plain in _FALSE:
         return False
+    if _SPECIAL_FLOAT.fullmatch(plain):
+        return float(plain.replace(".", "", 1))  # a key's text; an error as a value
+    if plain[:1] == ".":
+        return float(plain) if _DOT_FLOAT.fullmatch(plain) else plain
+    if plain[:1] not in _NUMBER_STARTS:
+        return plain
     digits = plain.replace("_", "")
     if _INT.fullmatch(digits):
         number = _go_int(digits)
-        if -_INT64 <= number < _INT64:
+        if -_INT64 <= number < 2 * _INT64:  # int64, else uint64
             return number
-    if _SPECIAL_FLOAT.fullmatch(plain):
-        raise ValueError("yaml.unmarshal: json: unsupported value: " + plain.lstrip("+-."))
-    if _FLOAT.fullmatch(digits) and any(c.isdigit() for c in digits):
-        value = float(digits)
-        if math.isinf(value):
-            raise ValueError("yaml.unmarshal: json: unsupported value: +Inf")
-        return int(value) if value.is_integer() and abs(value) < _INT64 else value
+    if _FLOAT.fullmatch(digits):
+        return float(digits)  # a float: `1e7` is the key `1e+07`, the value 10000000
     return plain
+
+
+def _json_value(value: Any) -> Any:
+    """What JSON can hold: OPA fails on an infinite or NaN value (a key's text is fine)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"yaml.unmarshal: json: unsupported value: {_number_text(value)}")
+    return value
 
 
 def _go_int(digits: str) -> int:
