@@ -4,8 +4,9 @@
 - A real `terraform show -json` of an AWS configuration (tests/data/terraform-capacity: Terraform
   1.11.4, hashicorp/aws 5.100.0 from the local plugin mirror, `plan -refresh=false`, no API call):
   an instance in an On-Demand Capacity Reservation, one with only `preference = "open"`, a
-  Capacity Block launch template, an EKS `CAPACITY_BLOCK` node group and an instance inside a
-  local module.
+  Capacity Block launch template, an EKS `CAPACITY_BLOCK` node group, an autoscaling group
+  launching only into the reservation (from a plain template) and an instance inside a local
+  module.
 - Hand-written plans in the same shape for GCP and Azure (their providers are not mirrored here).
 - Live AWS shapes (DescribeInstances, DescribeLaunchTemplateVersions, DescribeNodegroup).
 
@@ -72,6 +73,9 @@ def test_real_aws_plan_capacity(real_plan: dict[str, Any]) -> None:
     assert (node_group.capacity, node_group.count, node_group.instance_type) == (
         Capacity.RESERVED, 2, "p5e.48xlarge")
     assert found["module.gpu.aws_instance.trainer"].capacity == Capacity.ON_DEMAND
+    group = found["aws_autoscaling_group.odcr"]  # its own capacity_reservation_specification
+    assert (group.capacity, group.count) == (Capacity.RESERVED, 2)
+    assert found["aws_launch_template.plain"].capacity == Capacity.ON_DEMAND
 
 
 def test_real_aws_plan_spot_policy_passes_reserved_with_the_reason(
@@ -82,7 +86,7 @@ def test_real_aws_plan_spot_policy_passes_reserved_with_the_reason(
     spot = {f["resource"]["id"]: f for f in report["findings"]
             if f["policy"] == "gpu-spot-required"}
     for address in ("aws_instance.reserved", "aws_launch_template.block",
-                    "aws_eks_node_group.block"):
+                    "aws_eks_node_group.block", "aws_autoscaling_group.odcr"):
         assert spot[address]["result"] == "pass", address
         assert "prepaid/reserved capacity" in spot[address]["message"]
         assert "spot would save" not in spot[address]["message"]
@@ -98,7 +102,8 @@ def test_real_aws_plan_without_show_passed_lists_no_spot_finding_for_reserved(
     code, report = check_plan(real_plan, tmp_path, capsys, monkeypatch)
     assert code == 1  # the on-demand ones still deny
     assert verdicts(report, "gpu-spot-required") == {
-        "aws_instance.open_only": "fail", "module.gpu.aws_instance.trainer": "fail"}
+        "aws_instance.open_only": "fail", "module.gpu.aws_instance.trainer": "fail",
+        "aws_launch_template.plain": "fail"}  # the template alone is on-demand
 
 
 def test_tf_dir_points_a_module_finding_at_the_module_call(

@@ -338,6 +338,9 @@ def _aws_autoscaling_group(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
     source = _asg_launch_source(change)
     instance_type, capacity = _asg_type_and_capacity(change, source, unknown)
+    if capacity != Capacity.SPOT and aws_reservation_target(attrs):
+        capacity = Capacity.RESERVED  # the group's own capacity_reservation_specification
+        unknown.discard("capacity")
     tags = _asg_tags(attrs, unknown)
     if source is not None and source.type == "aws_launch_template":
         tags = {**_instance_tag_specifications(source.attrs, set()), **tags}

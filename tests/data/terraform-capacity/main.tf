@@ -71,3 +71,27 @@ resource "aws_eks_node_group" "block" {
 module "gpu" {
   source = "./modules/gpu"
 }
+
+# An autoscaling group launching only into the reservation above, from a plain template.
+resource "aws_launch_template" "plain" {
+  name          = "p5-plain"
+  instance_type = "p5.48xlarge"
+}
+
+resource "aws_autoscaling_group" "odcr" {
+  name               = "p5-odcr"
+  availability_zones = ["us-east-1a"]
+  min_size           = 0
+  max_size           = 2
+  desired_capacity   = 2
+  launch_template {
+    id      = aws_launch_template.plain.id
+    version = "$Latest"
+  }
+  capacity_reservation_specification {
+    capacity_reservation_preference = "capacity-reservations-only"
+    capacity_reservation_target {
+      capacity_reservation_ids = [aws_ec2_capacity_reservation.p5.id]
+    }
+  }
+}
