@@ -338,3 +338,30 @@ def test_the_webhook_module_registers_every_kind_gpuwarden_reads() -> None:
     assert registered == wanted
     main = (MODULE / "main.tf").read_text()
     assert main.count("for_each = var.workload_kinds") == 4  # both entries of both webhooks
+
+
+# ---------------------------------------------------------------------------- scans
+
+
+def test_a_scan_reads_every_kind_and_resolves_dra_claims_from_the_cluster() -> None:
+    from engine.sources.kubernetes import ClusterState, cluster_resources
+
+    objects = [obj for path in ("ray/raycluster-verl.yaml", "jobset/jobset-dra-training-job.yaml",
+                                "jobset/jobset-dra-resourceclaimtemplate.yaml",
+                                "karpenter/blueprints-gpu-nodepool-on-demand.yaml")
+               for obj in load_manifests((CORPUS / path).read_text(), path)]
+    state = ClusterState(cluster="c")
+    state.workloads = objects
+    found = {r.id: r for r in cluster_resources(state)}
+    assert set(found) == {"RayCluster/default/verl-cluster", "JobSet/default/training-job",
+                          "NodePool/gpu"}
+    assert gpus_total(found["JobSet/default/training-job"]) == 6  # 3 × 2 pods × 1 claimed GPU
+    assert found["NodePool/gpu"].category is Category.NODE_GROUP
+
+
+def test_a_live_scan_lists_every_registered_kind() -> None:
+    from engine.sources.kubernetes import live
+
+    listed = {(kind, group) for kind, group, _, _ in live._CUSTOM_WORKLOADS}
+    assert {(kind, group) for group, kind in KINDS} <= listed
+    assert {("NodePool", "karpenter.sh"), ("ResourceClaimTemplate", "resource.k8s.io")} <= listed

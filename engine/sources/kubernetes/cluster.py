@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.core.catalog import Catalog
 from engine.core.model import Capacity, Resource, State
+from engine.sources.kubernetes.dra import claim_index
 from engine.sources.kubernetes.gpu_models import GPU_PRODUCT_LABEL
 from engine.sources.kubernetes.manifests import namespace_resource
 from engine.sources.kubernetes.placement import workload_capacity
@@ -82,6 +83,7 @@ def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> li
     namespaces = dict(namespace_resource(ns) for ns in state.namespaces)
     nodes = state.node_info()
     policies = state.network_policy_counts()
+    claims = claim_index(state.workloads)
     found: list[Resource] = []
     for obj in state.workloads:
         namespace = (obj.get("metadata") or {}).get("namespace") or "default"
@@ -92,6 +94,7 @@ def cluster_resources(state: ClusterState, catalog: Catalog | None = None) -> li
             cluster=state.cluster, node_capacity=node.capacity if node else None,
             node_labels=node.labels if node else None,
             namespace_network_policies=None if policies is None else policies.get(namespace, 0),
+            claims=claims,
         )
         if resource is not None:
             found.append(resource)

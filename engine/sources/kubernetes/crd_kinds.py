@@ -24,6 +24,11 @@ class KindEntry:
     kind: str
     pod_groups: Callable[[dict[str, Any]], list[PodGroup]]
     training: bool  # interruptible training/batch work (spot patch, checkpoint policy)
+    versions: tuple[str, ...]  # served versions a live scan tries, newest first
+
+    @property
+    def plural(self) -> str:
+        return self.kind.lower() + "s"
 
 
 def api_group(obj: dict[str, Any]) -> str:
@@ -259,17 +264,23 @@ def _entries() -> Iterator[KindEntry]:
                 "XGBoostJob": "xgbReplicaSpecs", "JAXJob": "jaxReplicaSpecs",
                 "MXJob": "mxReplicaSpecs"}
     for kind, field in kubeflow.items():
-        yield KindEntry("kubeflow.org", kind, _replica_specs(field), True)
-    yield KindEntry("trainer.kubeflow.org", "TrainJob", _train_job, True)
-    yield KindEntry("ray.io", "RayCluster", _ray_at("spec"), True)
-    yield KindEntry("ray.io", "RayJob", _ray_at("spec", "rayClusterSpec"), True)
-    yield KindEntry("ray.io", "RayService", _ray_at("spec", "rayClusterConfig"), False)
-    yield KindEntry("leaderworkerset.x-k8s.io", "LeaderWorkerSet", _leader_worker_set, False)
-    yield KindEntry("jobset.x-k8s.io", "JobSet", _job_set, True)
-    yield KindEntry("batch.volcano.sh", "Job", _volcano_job, True)
-    yield KindEntry("serving.kserve.io", "InferenceService", _inference_service, False)
-    yield KindEntry("serving.kserve.io", "LLMInferenceService", _llm_inference_service, False)
-    yield KindEntry("sparkoperator.k8s.io", "SparkApplication", _spark_application, True)
+        # The MPI operator serves mpijobs as v2beta1, the Kubeflow training operator as v1.
+        versions = ("v2beta1", "v1") if kind == "MPIJob" else ("v1",)
+        yield KindEntry("kubeflow.org", kind, _replica_specs(field), True, versions)
+    yield KindEntry("trainer.kubeflow.org", "TrainJob", _train_job, True, ("v1alpha1",))
+    yield KindEntry("ray.io", "RayCluster", _ray_at("spec"), True, ("v1",))
+    yield KindEntry("ray.io", "RayJob", _ray_at("spec", "rayClusterSpec"), True, ("v1",))
+    yield KindEntry("ray.io", "RayService", _ray_at("spec", "rayClusterConfig"), False, ("v1",))
+    yield KindEntry("leaderworkerset.x-k8s.io", "LeaderWorkerSet", _leader_worker_set, False,
+                    ("v1",))
+    yield KindEntry("jobset.x-k8s.io", "JobSet", _job_set, True, ("v1alpha2",))
+    yield KindEntry("batch.volcano.sh", "Job", _volcano_job, True, ("v1alpha1",))
+    yield KindEntry("serving.kserve.io", "InferenceService", _inference_service, False,
+                    ("v1beta1",))
+    yield KindEntry("serving.kserve.io", "LLMInferenceService", _llm_inference_service, False,
+                    ("v1alpha2", "v1alpha1"))
+    yield KindEntry("sparkoperator.k8s.io", "SparkApplication", _spark_application, True,
+                    ("v1beta2",))
 
 
 KINDS: dict[tuple[str, str], KindEntry] = {(e.group, e.kind): e for e in _entries()}

@@ -25,6 +25,7 @@ from engine.sources.kubernetes.cluster import (
     cluster_resources,
     kubernetes_snapshot,
 )
+from engine.sources.kubernetes.crd_kinds import KINDS
 from engine.sources.kubernetes.training_jobs import TRAINING_JOB_KINDS
 
 DEFAULT_CHUNK = 500
@@ -39,13 +40,15 @@ _WORKLOAD_LISTS: tuple[tuple[str, str, str, str], ...] = (
     ("Pod", "v1", "CoreV1Api", "list_pod_for_all_namespaces"),
 )
 
-# Training-operator jobs, listed through CustomObjectsApi when their CRD is installed:
-# (kind, group, versions tried in order, plural). The MPI operator serves mpijobs as v2beta1,
-# the Kubeflow training operator as v1.
+# Custom resources listed through CustomObjectsApi when their CRD is installed: every kind of
+# the registry (`crd_kinds`), Karpenter NodePools and the DRA claims pods name:
+# (kind, group, versions tried in order, plural).
 _CUSTOM_WORKLOADS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("PyTorchJob", "kubeflow.org", ("v1",), "pytorchjobs"),
-    ("MPIJob", "kubeflow.org", ("v2beta1", "v1"), "mpijobs"),
-    ("RayJob", "ray.io", ("v1",), "rayjobs"),
+    *((e.kind, e.group, e.versions, e.plural) for e in KINDS.values()),
+    ("NodePool", "karpenter.sh", ("v1",), "nodepools"),
+    ("ResourceClaimTemplate", "resource.k8s.io", ("v1", "v1beta2", "v1beta1"),
+     "resourceclaimtemplates"),
+    ("ResourceClaim", "resource.k8s.io", ("v1", "v1beta2", "v1beta1"), "resourceclaims"),
 )
 
 
