@@ -429,3 +429,22 @@ def test_sarif_with_a_related_location_is_valid(
     log_file.write_text(out)
     _, problems = run_multitool(multitool, log_file, tmp_path)
     assert [p for p in problems if p.get("level") == "error"] == []
+
+
+@pytest.mark.parametrize("odd", ["x", 7, [1, "y"], {"capacity_reservation_target": "z"},
+                                 [{"capacity_reservation_target": [None, 3]}], None])
+def test_odd_shapes_read_as_no_reservation_without_error(odd: Any) -> None:
+    plan = plan_of(
+        aws_instance("aws_instance.odd", {"capacity_reservation_specification": odd,
+                                          "instance_market_options": odd}, {}, {}),
+        gce("odd", reservation_affinity=odd, scheduling=odd),
+        node_pool("odd", {"reservation_affinity": odd, "flex_start": odd},
+                  node_locations=odd, queued_provisioning=odd, location=odd),
+        ("azurerm_kubernetes_cluster_node_pool.odd", "azurerm",
+         {"vm_size": "Standard_NC6s_v3", "capacity_reservation_group_id": odd,
+          "node_labels": odd, "tags": TAGS}, {}, {}),
+    )
+    found = resources_of(plan)
+    assert len([r for r in found.values() if r.category.value != "volume"]) == 4
+    assert all(r.capacity != Capacity.RESERVED for r in found.values()
+               if r.id != "azurerm_kubernetes_cluster_node_pool.odd" or not isinstance(odd, str))

@@ -219,8 +219,8 @@ def _gke_cluster(change: PlannedChange) -> PlannedChange | None:
     for reference in change.attrs.references("cluster"):
         parts = reference.split(".")
         if len(parts) >= 2 and parts[0] == "google_container_cluster":
-            address = f"{change.module_prefix}google_container_cluster.{parts[1]}"
-            found = change.plan.find(address.split("[", 1)[0])
+            name = parts[1].split("[", 1)[0]
+            found = change.plan.find(f"{change.module_prefix}google_container_cluster.{name}")
             if found is not None:
                 return found
     return None
