@@ -448,3 +448,31 @@ def test_odd_shapes_read_as_no_reservation_without_error(odd: Any) -> None:
     assert len([r for r in found.values() if r.category.value != "volume"]) == 4
     assert all(r.capacity != Capacity.RESERVED for r in found.values()
                if r.id != "azurerm_kubernetes_cluster_node_pool.odd" or not isinstance(odd, str))
+
+
+def test_capacity_block_groups_count_the_block_instances_not_desired_zero() -> None:
+    def node_group(name: str, capacity_type: str) -> tuple[str, str, dict[str, Any],
+                                                            dict[str, Any], dict[str, Any]]:
+        after = {"cluster_name": "train", "node_group_name": name, "capacity_type": capacity_type,
+                 "instance_types": ["p5.48xlarge"], "tags": TAGS, "tags_all": TAGS,
+                 "scaling_config": [{"desired_size": 0, "min_size": 0, "max_size": 4}]}
+        return (f"aws_eks_node_group.{name}", "aws", after, {"id": True},
+                {"capacity_type": const(capacity_type)})
+
+    template = ("aws_launch_template.block", "aws", {
+        "name": "block", "instance_type": "p5.48xlarge", "tags": TAGS, "tags_all": TAGS,
+        "instance_market_options": [{"market_type": "capacity-block", "spot_options": []}]},
+        {"id": True}, {})
+    group = ("aws_autoscaling_group.block", "aws", {
+        "name": "block", "desired_capacity": 0, "min_size": 0, "max_size": 3,
+        "launch_template": [{"id": None, "name": "block", "version": "$Latest"}]},
+        {"launch_template": [{"id": True}]},
+        {"launch_template": [{"id": {"references": ["aws_launch_template.block.id",
+                                                    "aws_launch_template.block"]}}]})
+    found = resources_of(plan_of(node_group("block", "CAPACITY_BLOCK"),
+                                 node_group("on_demand", "ON_DEMAND"), template, group))
+    assert (found["aws_eks_node_group.block"].count,
+            found["aws_eks_node_group.block"].capacity) == (4, Capacity.RESERVED)
+    assert found["aws_eks_node_group.on_demand"].count == 0
+    asg = found["aws_autoscaling_group.block"]
+    assert (asg.count, asg.capacity, asg.instance_type) == (3, Capacity.RESERVED, "p5.48xlarge")

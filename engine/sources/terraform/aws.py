@@ -15,7 +15,7 @@ import re
 
 from engine.core.model import Capacity, Category, Resource
 from engine.sources.terraform.addresses import index_suffix, without_index
-from engine.sources.terraform.attributes import KNOWN_AFTER_APPLY, Attrs, tag_text
+from engine.sources.terraform.attributes import KNOWN_AFTER_APPLY, AttrPath, Attrs, tag_text
 from engine.sources.terraform.build import new_resource, new_volume
 from engine.sources.terraform.plan_index import PlanIndex, PlannedChange
 from engine.sources.terraform.readers import (
@@ -333,6 +333,18 @@ def _asg_type_and_capacity(
     return instance_type, _market_capacity(source.attrs, unknown)
 
 
+def _block_count(
+    attrs: Attrs, unknown: set[str], capacity_block: bool, desired: AttrPath, minimum: AttrPath,
+    maximum: AttrPath,
+) -> int:
+    """Instances of a group: desired, else minimum. A Capacity Block's group counts the block's
+    instances, its maximum: EKS creates it at desired size 0 and it scales up when the block
+    starts, and the block is paid for whole either way."""
+    count = read_count(attrs, unknown, desired, minimum)
+    top = attrs.number(*maximum) if capacity_block else None
+    return max(count, top) if top is not None else count
+
+
 @normalizer("aws_autoscaling_group")
 def _aws_autoscaling_group(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
@@ -353,7 +365,14 @@ def _aws_autoscaling_group(change: PlannedChange) -> list[Resource]:
             instance_type=instance_type,
             capacity=capacity,
             tags=tags,
-            count=read_count(attrs, unknown, ("desired_capacity",), ("min_size",)),
+            count=_block_count(
+                attrs,
+                unknown,
+                source is not None and aws_capacity_block(source.attrs) is True,
+                ("desired_capacity",),
+                ("min_size",),
+                ("max_size",),
+            ),
             region=aws_region(change),
         )
     ]
@@ -403,11 +422,13 @@ def _aws_eks_node_group(change: PlannedChange) -> list[Resource]:
             capacity=reserved_or_spot(_node_group_reserved(change), spot, unknown),
             tags={**labels, **aws_tags(change, unknown)},
             billing_tags=aws_tags(change, unknown),
-            count=read_count(
+            count=_block_count(
                 attrs,
                 unknown,
+                aws_node_group_reserved(attrs) is True,
                 ("scaling_config", 0, "desired_size"),
                 ("scaling_config", 0, "min_size"),
+                ("scaling_config", 0, "max_size"),
             ),
             cluster=attrs.text("cluster_name"),
             region=aws_region(change),
