@@ -91,6 +91,14 @@ def test_a_spot_resource_is_priced_at_its_spot_rate_everywhere(make_resource: Ma
     assert estimate("full", job, catalog, {}).monthly_usd == pytest.approx(spend, abs=0.01)
 
 
+def test_reserved_capacity_saves_nothing_by_stopping(make_resource: Make) -> None:
+    box = make_resource(instance_type="p3.2xlarge", capacity="reserved")
+    spend = resource_spend(box, builtin_catalog()).monthly_usd
+    assert spend == pytest.approx(3.06 * HOURS)  # billed whether it runs or not
+    off = estimate("offhours-share", box, builtin_catalog(), {"off_fraction": 0.64})
+    assert off.monthly_usd == 0.0 and "reserved" in off.basis
+
+
 def test_spot_discount_is_the_catalogs_regional_spot_price_where_listed(make_resource: Make
                                                                         ) -> None:
     catalog = builtin_catalog()

@@ -124,10 +124,14 @@ def _unpriced(reason: str, kind: CostKind) -> Estimate:
 
 
 def _share(resource: Resource, catalog: Catalog, rate: float, why: str) -> Estimate:
-    """A saving of `rate` (0-1) of the resource's spend."""
+    """A saving of `rate` (0-1) of the resource's spend; none on reserved capacity, which is
+    billed whether it runs or not (a capacity block, a reservation)."""
     spend = resource_spend(resource, catalog)
     if spend.monthly_usd is None:
         return _unpriced(spend.basis, "savings")
+    if resource.capacity is Capacity.RESERVED:
+        return Estimate(0.0, f"{spend.basis}; reserved capacity is billed either way: "
+                             f"{why} saves nothing until the reservation is released", "savings")
     rate = min(1.0, max(0.0, rate))
     return Estimate(spend.monthly_usd * rate, f"{spend.basis} × {why}", "savings")
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from engine.core.model import Finding, Report
 from engine.outputs import RenderContext
+from engine.outputs.actions import figure
 
 SUITES_NAME = "gpuwarden"
 # Characters XML 1.0 cannot carry at all, even escaped; user-supplied tags may contain them.
@@ -85,7 +86,7 @@ def _failure_body(finding: Finding) -> str:
         finding.message,
         f"resource: {resource.kind} {resource.id} ({resource.provider})",
         f"severity: {finding.severity}; enforcement: {finding.enforcement}",
-        f"estimated monthly cost: ${finding.estimated_monthly_usd:,.2f}",
+        f"estimated per month: {figure(finding)} ({finding.cost_kind})",
     ]
     if finding.location is not None:
         line = "" if finding.location.line is None else f":{finding.location.line}"

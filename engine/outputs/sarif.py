@@ -15,6 +15,7 @@ import orjson
 
 from engine.core.model import Finding, Severity, SourceLocation
 from engine.outputs import PolicyMeta, RenderContext
+from engine.outputs.actions import figure
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -173,6 +174,7 @@ def _result(finding: Finding, rule_index: int, source_file: str | None) -> dict[
             "severity": str(finding.severity),
             "enforcement": finding.enforcement,
             "estimated_monthly_usd": finding.estimated_monthly_usd,
+            "cost_kind": finding.cost_kind,
             "resource_kind": finding.resource.kind,
         },
     }
@@ -191,7 +193,7 @@ def _related_location(definition: SourceLocation) -> dict[str, Any]:
 
 def _message(finding: Finding) -> str:
     prefix = "Unknown (depends on values not known yet): " if finding.result == "unknown" else ""
-    cost = f"Estimated ${finding.estimated_monthly_usd:,.2f}/month."
+    cost = f"Estimated {figure(finding)}/month."
     return f"{prefix}{finding.message.rstrip()} [{finding.resource.id}] {cost}"
 
 
