@@ -365,3 +365,15 @@ def test_a_live_scan_lists_every_registered_kind() -> None:
     listed = {(kind, group) for kind, group, _, _ in live._CUSTOM_WORKLOADS}
     assert {(kind, group) for group, kind in KINDS} <= listed
     assert {("NodePool", "karpenter.sh"), ("ResourceClaimTemplate", "resource.k8s.io")} <= listed
+
+
+def test_a_registered_kind_with_a_gpu_where_its_entry_does_not_look_is_unknown() -> None:
+    obj = _corpus_object("kubeflow/trainjob-lammps-flux-gpus.yaml", "TrainJob")
+    obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"cpu": 4}}  # read: no GPU there
+    obj["spec"]["podTemplateOverrides"] = [{"spec": {"containers": [
+        {"name": "node", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}]
+    resource = workload_resource(obj, {}, state=State.PLANNED)
+    assert resource is not None and resource.is_unknown("gpu") and not resource.has_gpu
+    cpu = _corpus_object("kubeflow/xgboostjob-iris-cpu.yaml", "XGBoostJob")
+    resource = workload_resource(cpu, {}, state=State.PLANNED)
+    assert resource is not None and not resource.is_unknown("gpu")

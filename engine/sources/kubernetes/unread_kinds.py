@@ -79,3 +79,12 @@ def accelerator_requests(spec: Any) -> set[str]:
 def _is_accelerator(name: str) -> bool:
     return name.startswith("nvidia.com/") or name.startswith("amd.com/gpu") \
         or name.startswith("gpu.intel.com/")
+
+
+def with_unread_gpus(obj: dict[str, Any], resource: Resource) -> Resource:
+    """A registered kind read without GPUs whose spec still asks for accelerators somewhere its
+    entry does not look (a GPU in an override block): its GPUs are unknown, not none."""
+    if resource.has_gpu or resource.is_unknown("gpu") or not accelerator_requests(obj.get("spec")):
+        return resource
+    return resource.model_copy(update={"gpu": GpuSpec(count=None),
+                                       "unknown": resource.unknown | {"gpu", UNREAD_KIND}})

@@ -28,7 +28,7 @@ from engine.sources.kubernetes.objects import (
 )
 from engine.sources.kubernetes.placement import workload_capacity
 from engine.sources.kubernetes.training_jobs import pod_groups, training_job_resource
-from engine.sources.kubernetes.unread_kinds import unread_kind_resource
+from engine.sources.kubernetes.unread_kinds import unread_kind_resource, with_unread_gpus
 
 # Kinds whose pod spec lives at spec.template.spec (CronJob: spec.jobTemplate.spec.template.spec).
 CONTROLLER_KINDS = frozenset(
@@ -69,10 +69,10 @@ def workload_resource(
     if kind_entry(obj) is not None:
         groups = pod_groups(obj)
         if groups:
-            return training_job_resource(obj, kind, groups, namespace_labels, catalog=catalog,
-                                         state=state, cluster=cluster, node_labels=node_labels,
-                                         namespace_network_policies=namespace_network_policies,
-                                         claims=claims)
+            return with_unread_gpus(obj, training_job_resource(
+                obj, kind, groups, namespace_labels, catalog=catalog, state=state,
+                cluster=cluster, node_labels=node_labels,
+                namespace_network_policies=namespace_network_policies, claims=claims))
     template = pod_template(obj)
     if template is None:
         return unread_kind_resource(obj, namespace_labels, state=state, cluster=cluster)
