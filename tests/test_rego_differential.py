@@ -271,6 +271,147 @@ CASES: list[Case] = [
     ),
 ]
 
+# Gatekeeper-style Rego v0 modules (written for this suite, in the style of the library's
+# templates): the embedded engine reads them as v0, OPA 1.x as their mechanical v1 rewrite, so
+# the v0-only built-ins (`any`, `all`, `re_match`) cannot be compared here (OPA 1.x refuses
+# them); tests/test_rego_embedded.py checks `any` and `all` on their own.
+V0_AREA = "Rego v0 (Gatekeeper style)"
+
+
+def review(obj: dict[str, Any], **parameters: Any) -> dict[str, Any]:
+    return {"review": {"object": obj, "kind": {"kind": obj.get("kind", "Pod")}},
+            "parameters": parameters}
+
+
+def pod(*containers: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": "p", **metadata},
+            "spec": {"containers": list(containers)}}
+
+
+ALLOWED_REPOS = """package t
+
+violation[{"msg": msg}] {
+  container := input.review.object.spec.containers[_]
+  satisfied := [repo | repo = input.parameters.repos[_]; startswith(container.image, repo)]
+  count(satisfied) == 0
+  msg := sprintf("container <%v> has an invalid image repo <%v>", [container.name, container.image])
+}
+"""
+PRIVILEGED = """package t
+
+violation[{"msg": msg, "details": {}}] {
+  c := input_containers[_]
+  c.securityContext.privileged
+  msg := sprintf("Privileged container is not allowed: %v", [c.name])
+}
+
+input_containers[c] {
+  c := input.review.object.spec.containers[_]
+}
+
+input_containers[c] {
+  c := input.review.object.spec.initContainers[_]
+}
+"""
+LIMITS = """package t
+
+missing(obj, field) = true {
+  not obj[field]
+}
+
+missing(obj, field) = true {
+  obj[field] == ""
+}
+
+canonify_mem(orig) = new {
+  is_number(orig)
+  new := orig
+}
+
+canonify_mem(orig) = new {
+  not is_number(orig)
+  new := units.parse_bytes(orig)
+}
+
+violation[{"msg": msg}] {
+  container := input.review.object.spec.containers[_]
+  missing(container.resources.limits, "memory")
+  msg := sprintf("container <%v> has no memory limit", [container.name])
+}
+
+violation[{"msg": msg}] {
+  container := input.review.object.spec.containers[_]
+  mem := canonify_mem(container.resources.limits.memory)
+  max := canonify_mem(input.parameters.memory)
+  mem > max
+  msg := sprintf("container <%v> memory limit <%v> is higher than <%v>", [container.name, mem, max])
+}
+"""
+REQUIRED_ANNOTATIONS = """package t
+
+violation[{"msg": msg, "details": {"missing": missing}}] {
+  provided := {k | input.review.object.metadata.annotations[k]}
+  required := {k | k := input.parameters.annotations[_].key}
+  missing := required - provided
+  count(missing) > 0
+  msg := sprintf("you must provide annotation(s): %v", [missing])
+}
+
+violation[{"msg": msg}] {
+  value := input.review.object.metadata.annotations[key]
+  expected := input.parameters.annotations[_]
+  expected.key == key
+  expected.allowedRegex != ""
+  not regex.match(expected.allowedRegex, value)
+  msg := sprintf("annotation <%v: %v> does not satisfy <%v>", [key, value, expected.allowedRegex])
+}
+"""
+HOST_NAMESPACES = """package t
+
+violation[{"msg": msg}] {
+  input_share_hostnamespace(input.review.object)
+  name := input.review.object.metadata.name
+  msg := sprintf("Sharing the host namespace is not allowed: %v", [name])
+}
+
+input_share_hostnamespace(o) {
+  o.spec.hostPID
+}
+
+input_share_hostnamespace(o) {
+  o.spec.hostIPC
+}
+"""
+V0_CASES: list[Case] = cases(
+    V0_AREA,
+    ("allowed repos: one bad image", ALLOWED_REPOS,
+     review(pod({"name": "a", "image": "docker.io/x"}, {"name": "b", "image": "gcr.io/ok/y"}),
+            repos=["gcr.io/ok/"])),
+    ("allowed repos: all good", ALLOWED_REPOS,
+     review(pod({"name": "a", "image": "gcr.io/ok/y"}), repos=["gcr.io/ok/", "quay.io/"])),
+    ("privileged: init and app containers", PRIVILEGED,
+     review({"kind": "Pod", "metadata": {"name": "p"},
+             "spec": {"containers": [{"name": "a", "securityContext": {"privileged": True}}],
+                      "initContainers": [{"name": "i", "securityContext": {"privileged": True}},
+                                         {"name": "j"}]}})),
+    ("limits: missing and too high", LIMITS,
+     review(pod({"name": "a", "resources": {"limits": {"memory": "2Gi"}}},
+                {"name": "b", "resources": {"limits": {}}}), memory="1Gi")),
+    ("limits: an empty limit", LIMITS,
+     review(pod({"name": "c", "resources": {"limits": {"memory": ""}}}), memory="1Gi")),
+    ("limits: within", LIMITS,
+     review(pod({"name": "a", "resources": {"limits": {"memory": "512Mi"}}}), memory="1Gi")),
+    ("required annotations", REQUIRED_ANNOTATIONS,
+     review(pod(annotations={"owner": "Alice"}),
+            annotations=[{"key": "owner", "allowedRegex": "^[a-z]+$"}, {"key": "team"}])),
+    ("host namespaces", HOST_NAMESPACES,
+     review({"kind": "Pod", "metadata": {"name": "h"}, "spec": {"hostPID": True,
+                                                                "hostIPC": True}})),
+    ("host namespaces: none", HOST_NAMESPACES, review(pod())),
+)
+CASES.extend(V0_CASES)
+
+
 # Known differences, each pinned: the outcome the case must keep having, and why. A fix makes
 # the case `same` and this test fail until the entry is removed (and docs/rego.md updated).
 BIG = "integers past the 64-bit range: regorus computes them in floating point, OPA exactly"
@@ -357,9 +498,11 @@ def case_result(case: Case) -> tuple[str, Answer, Answer]:
 @cache
 def _result_of(index: int) -> tuple[str, Answer, Answer]:
     case = CASES[index]
-    modules = [("t.rego", HEADER + case.body + "\n")]
-    embedded = embedded_answers(modules, case.data, ["data.t.r"], case.input)["data.t.r"]
-    opa = opa_answer(modules, case.data, "data.t.r", case.input)
+    v0 = case.area == V0_AREA  # a whole v0 module, its answer at `violation`
+    modules = [("t.rego", case.body if v0 else HEADER + case.body + "\n")]
+    path = "data.t.violation" if v0 else "data.t.r"
+    embedded = embedded_answers(modules, case.data, [path], case.input)[path]
+    opa = opa_answer(modules, case.data, path, case.input)
     return outcome(embedded, opa), embedded, opa
 
 

@@ -4,6 +4,7 @@ refuse or explain: parse errors, unknown functions, errors at evaluation, known 
 
 from __future__ import annotations
 
+import textwrap
 import threading
 from typing import Any
 
@@ -184,6 +185,31 @@ def test_http_send_is_refused_rather_than_read_as_undefined() -> None:
         load('package t\n\nimport rego.v1\n\ndeny contains x if {\n'
              '  x := http.send({"method": "get", "url": input.url})\n}\n')
     assert caught.value.line == 6
+
+
+def test_v0_modules_have_the_deprecated_any_and_all() -> None:
+    """Gatekeeper templates (k8sallowedrepos) call `any(satisfied)`; OPA 1.x keeps it for v0."""
+    module = RegoModule("repos.rego", textwrap.dedent("""\
+        package t
+
+        deny[msg] {
+          image := input.images[_]
+          satisfied := [good | repo = input.repos[_]; good = startswith(image, repo)]
+          not any(satisfied)
+          msg := image
+        }
+
+        every_one_good { all([startswith(i, "gcr.io/") | i := input.images[_]]) }
+        """))
+    evaluator = EmbeddedEvaluator([module], {}, entry_points=["data.t.deny"])
+    images = {"images": ["gcr.io/a", "docker.io/b"], "repos": ["gcr.io/"]}
+    assert evaluator.evaluate(["data.t.deny"], images) == {"data.t.deny": ["docker.io/b"]}
+    assert evaluator.evaluate(["data.t.every_one_good"], images) == {}
+    good = {"images": ["gcr.io/a"], "repos": ["gcr.io/"]}
+    assert evaluator.evaluate(["data.t.deny", "data.t.every_one_good"], good) == {
+        "data.t.deny": [], "data.t.every_one_good": True}
+    assert evaluator.evaluate(["data.t.every_one_good"], {"images": []}) == {
+        "data.t.every_one_good": True}
 
 
 def test_yaml_marshal_is_refused_rather_than_written_differently() -> None:

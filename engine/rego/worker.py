@@ -19,7 +19,8 @@ raw bytes (the input document, or the answer's values). Requests (`op` in the he
 `yaml.unmarshal` and `glob.quote_meta` are replaced by `engine.rego.yaml_go`'s (imported on
 first use): OPA reads YAML as go-yaml v2 does (`yes`, `on`, `y` are booleans, `017` is octal),
 regorus as YAML 1.2 (they are strings), and regorus' quote_meta leaves `?` unescaped; a policy
-would otherwise be answered silently differently (tests/test_rego_differential.py).
+would otherwise be answered silently differently (tests/test_rego_differential.py). v0 engines
+also get v0's deprecated `any` and `all`, which regorus lacks and Gatekeeper templates use.
 
 Answers: `{"ok": true}` (with the values as payload for `eval`, `{"v0": true}` for a module
 that parses only as v0), `{"error": text}` for an engine error (the parent turns regorus' text
@@ -91,6 +92,9 @@ class Worker:
             engine.set_rego_v0(True)
         engine.add_extension("yaml.unmarshal", 1, yaml_unmarshal)
         engine.add_extension("glob.quote_meta", 1, glob_quote_meta)
+        if request.get("v0"):  # Rego v0's deprecated built-ins, which Gatekeeper templates use
+            engine.add_extension("any", 1, any_true)
+            engine.add_extension("all", 1, all_true)
         for name, text in request["sources"]:
             engine.add_policy(name, text)
         if request.get("data"):
@@ -155,6 +159,22 @@ def yaml_unmarshal(text: Any) -> Any:
     from engine.rego import yaml_go  # imported on first use: the worker starts without PyYAML
 
     return yaml_go.unmarshal(text)
+
+
+def any_true(collection: Any) -> bool:
+    """OPA v0's `any`: some element of an array or set is `true`."""
+    return any(item is True for item in _elements(collection, "any"))
+
+
+def all_true(collection: Any) -> bool:
+    """OPA v0's `all`: every element of an array or set is `true` (so an empty one is)."""
+    return all(item is True for item in _elements(collection, "all"))
+
+
+def _elements(collection: Any, name: str) -> Any:
+    if not isinstance(collection, list | set | frozenset | tuple):
+        raise ValueError(f"{name}: operand must be an array or a set")
+    return collection
 
 
 def glob_quote_meta(pattern: Any) -> Any:
