@@ -170,6 +170,39 @@ def measure(plan: Path, empty: Path, repeat: int, changes: int) -> tuple[list[Ro
     return rows, imported
 
 
+# Run in a fresh process: the catalog parses its files on first use, once per process.
+CATALOG_PROBE = """
+import json, time
+t0 = time.perf_counter()
+from engine.core.catalog import builtin_catalog
+catalog = builtin_catalog()
+t1 = time.perf_counter(); catalog.instance("p4d.24xlarge"); t2 = time.perf_counter()
+catalog.instance("standard_nc6s_v3"); t3 = time.perf_counter()
+names = ["g5.xlarge", "m5.large", "g9.mystery", "a2-highgpu-1g", "Standard_ND96asr_v4"] * 2000
+for name in names:
+    catalog.instance(name); catalog.hourly_price(name, "eu-west-1", "spot")
+t4 = time.perf_counter(); len(catalog.instances); t5 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "first_aws": t2 - t1, "first_azure": t3 - t2,
+                  "per_lookup": (t4 - t3) / len(names), "all_gpu_types": t5 - t4}))
+"""
+
+
+def catalog_rows() -> list[Row]:
+    """Catalog figures: the first lookup (which parses the type table and finds one type's
+    prices), the first Azure one, a lookup once cached, and every GPU type (Kubernetes pricing)."""
+    out = subprocess.run([sys.executable, "-c", CATALOG_PROBE], cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout
+    figures = json.loads(out)
+    def row(case: str, key: str, scale: float, unit: str) -> Row:
+        return Row(case, figures[key], figures[key], 0.0, "-",
+                   f"{figures[key] * scale:.2f} {unit}", "-")
+    return [row("catalog: import module", "import", 1e3, "ms"),
+            row("catalog: first lookup (AWS)", "first_aws", 1e3, "ms"),
+            row("catalog: first Azure lookup", "first_azure", 1e3, "ms"),
+            row("catalog: lookup + spot price, cached", "per_lookup", 1e6, "us"),
+            row("catalog: every GPU type priced", "all_gpu_types", 1e3, "ms")]
+
+
 def print_table(rows: list[Row], imported: list[str], repeat: int) -> None:
     header = ("case", "wall s", "cpu s", "peak MiB", "target", "vs baseline", "")
     table = [header] + [(r.case, f"{r.wall_s:.2f}", f"{r.cpu_s:.2f}", f"{r.peak_mib:.0f}",
@@ -193,6 +226,7 @@ def main() -> None:
     changes = count_changes(plan)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     rows, imported = measure(plan, empty, args.repeat, changes)
+    rows += catalog_rows()
     print_table(rows, imported, args.repeat)
     (OUT_DIR / "check_plan.json").write_text(json.dumps(
         {"rows": [asdict(r) for r in rows], "heavy_imports": imported, "repeat": args.repeat,

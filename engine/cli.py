@@ -49,6 +49,9 @@ SoftFailOpt = Annotated[bool, typer.Option("--soft-fail", help="Always exit 0 on
 ShowPassedOpt = Annotated[bool, typer.Option("--show-passed", help="List passes too.")]
 PricesOpt = Annotated[Path | None, typer.Option("--prices", help="CSV of instance_type,"
                                                 "on_demand_usd_hr overriding list prices.")]
+CatalogOpt = Annotated[Path | None, typer.Option("--catalog", help="CSV of instance types to add "
+                                                 "or override (the columns of instance_types.csv;"
+                                                 " region,on_demand_usd_per_h optional).")]
 SourceOpt = Annotated[list[str] | None, typer.Option(
     "--source", help="aws | gcp | azure | k8s | snapshot:FILE (repeatable)")]
 KubeconfigOpt = Annotated[str | None, typer.Option(
@@ -163,6 +166,7 @@ def check_plan(
     soft_fail: SoftFailOpt = False,
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
+    catalog: CatalogOpt = None,
     tf_dir: Annotated[Path | None, typer.Option(
         "--tf-dir", help="Terraform configuration directory, to point findings at .tf lines."
     )] = None,
@@ -179,7 +183,7 @@ def check_plan(
     from engine.sources.terraform import plan_cost_changes, plan_resources, read_plan
 
     instant = parse_instant(now)
-    engine = build_engine(policies, prices)
+    engine = build_engine(policies, prices, catalog)
     documents = [(plan, read_plan(plan)) for plan in plans]
     resources = [
         resource
@@ -219,6 +223,7 @@ def check_manifests(
     soft_fail: SoftFailOpt = False,
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
+    catalog: CatalogOpt = None,
     namespace_labels: Annotated[str | None, typer.Option(
         "--namespace-labels", help="YAML mapping of namespace to its labels (production is "
         "read from them); Namespace objects among the manifests count too.")] = None,
@@ -236,7 +241,7 @@ def check_manifests(
     from engine.pipeline import build_engine, evaluate_and_plan, parse_instant
 
     instant = parse_instant(now)
-    engine = build_engine(policies, prices)
+    engine = build_engine(policies, prices, catalog)
     manifests = read_manifests(paths)
     labels = namespace_labels_in(manifests)
     if namespace_labels is not None:
@@ -280,6 +285,7 @@ def scan(
     soft_fail: SoftFailOpt = False,
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
+    catalog: CatalogOpt = None,
     enforce: Annotated[bool, typer.Option(
         "--enforce", help="Apply remediations (default: dry-run, which changes nothing).")] = False,
     max_actions: Annotated[int, typer.Option(
@@ -337,6 +343,7 @@ def scan(
     request = ScanRequest(
         sources=tuple(sources), options=options, now=instant, policies=tuple(policies or ()),
         prices=prices, mode="enforce" if enforce else "dry-run", show_passed=show_passed,
+        catalog_file=catalog,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
         save_snapshot=save_snapshot)
     result = run_scan(request, _ScanProgress(show=not quiet))

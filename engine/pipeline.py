@@ -58,13 +58,19 @@ def parse_instant(text: str | None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def load_catalog(prices: Path | None) -> Catalog:
-    base = builtin_catalog()
-    return read_price_overrides(base, prices) if prices else base
+def load_catalog(prices: Path | None, catalog_file: Path | None = None) -> Catalog:
+    """The built-in catalog, with the types of `--catalog FILE`, then the prices of `--prices`."""
+    catalog = builtin_catalog()
+    if catalog_file:
+        from engine.loading.catalog_files import read_catalog_file
+
+        catalog = read_catalog_file(catalog, catalog_file)
+    return read_price_overrides(catalog, prices) if prices else catalog
 
 
-def build_engine(policy_paths: Sequence[str] | None, prices: Path | None = None) -> Engine:
-    return Engine(load_policies(policy_paths or [BUILTIN]), load_catalog(prices))
+def build_engine(policy_paths: Sequence[str] | None, prices: Path | None = None,
+                 catalog_file: Path | None = None) -> Engine:
+    return Engine(load_policies(policy_paths or [BUILTIN]), load_catalog(prices, catalog_file))
 
 
 def policy_meta(policies: Sequence[CompiledPolicy]) -> dict[str, PolicyMeta]:
@@ -116,6 +122,7 @@ class ScanRequest:
     now: datetime
     policies: tuple[str, ...] = ()  # empty: the built-in pack
     prices: Path | None = None
+    catalog_file: Path | None = None  # --catalog FILE: instance types to add or override
     mode: Mode = "dry-run"
     door: Door | None = None  # None: each resource's own door (live state: runtime)
     show_passed: bool = False
@@ -165,7 +172,7 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
     """Policies → sources → telemetry → evaluate → enforce (in enforce mode)."""
     hooks = hooks or QuietHooks()
     with hooks.stage("policies", {}) as fields:
-        engine = build_engine(request.policies, request.prices)
+        engine = build_engine(request.policies, request.prices, request.catalog_file)
         fields["policies"] = len(engine.policies)
     collected = _collect(request, engine.catalog, hooks)
     if request.save_snapshot is not None:

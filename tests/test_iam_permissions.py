@@ -23,6 +23,7 @@ import pytest
 from engine.core.catalog import builtin_catalog
 from engine.core.model import Finding, Remediation, Report, Resource, ResourceRef, Severity
 from engine.sources.aws import discovery, inventory
+from engine.sources.aws import instance_types as aws_instance_types
 from engine.sources.aws.permissions import IamGrant
 from engine.sources.aws.scan import collect
 from engine.sources.registry import Collected, ScanOptions
@@ -253,9 +254,13 @@ def mark_every_kind(collected: Collected, audit: Path) -> Report:
 
 def test_every_call_of_a_scan_and_an_enforcement_is_declared_and_every_declaration_called(
     aws: AwsLab, estate: Estate, recorder: Recorder, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seed_launch_configuration_group(aws)
     catalog = builtin_catalog()
+    # A type newer than the built-in catalog makes the scan ask EC2 (DescribeInstanceTypes).
+    monkeypatch.setattr(aws_instance_types, "_remembered", {})
+    monkeypatch.setattr(aws_instance_types, "catalog_knows", lambda name: name != "g5.xlarge")
     recorder.on = True
     assumed = collect(None, ScanOptions(regions=(EAST,),
                                         role_arns=(ROLE.format(account=OTHER_ACCOUNT),)),

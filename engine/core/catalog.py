@@ -11,29 +11,44 @@ import csv
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
+from engine.core.catalog_prices import PriceQuote, override_quote, quote
+from engine.core.catalog_tables import (
+    CLOUDS,
+    InstanceType,
+    RegionPrices,
+    TypeRow,
+    TypeTable,
+    count,
+    number,
+    sorted_price_rows,
+    type_key,
+)
 from engine.core.errors import InputError
 
+__all__ = [
+    "CLOUDS",
+    "Accelerator",
+    "Catalog",
+    "InstanceType",
+    "MigProfile",
+    "PriceQuote",
+    "Successor",
+    "builtin_catalog",
+    "derived",
+    "with_price_overrides",
+]
+
 HOURS_PER_MONTH = 730.0
+TYPE_COLUMNS = ("cloud", "type", "kind", "gpu_model", "gpu_count", "gpu_memory_gib_each", "vcpus",
+                "memory_gib", "mig_capable", "source", "as_of")
 MAX_REMEMBERED = 4096  # name lookups a catalog keeps (see Catalog.remembered)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceType:
-    cloud: str
-    name: str
-    gpu_model: str
-    gpu_count: int
-    gpu_memory_gib: float
-    on_demand_usd_hr: float | None
-    region: str
-    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,21 +82,59 @@ class Successor:
     source: str
 
 
-@dataclass
 class Catalog:
-    instances: dict[str, InstanceType]
-    accelerators: dict[str, Accelerator]
-    mig_profiles: dict[str, list[MigProfile]]
-    spot_discounts: dict[str, float]
-    source_note: str = "gpuwarden built-in catalog (engine/data/catalog, prices dated 2026)"
-    overridden: set[str] = field(default_factory=set)
-    # Lookups by GPU model name scan the tables; estates repeat a few names, so remember them.
-    # Names come from input (admission requests among them): least recently used ones go first.
-    _by_model: OrderedDict[tuple[str, str | None, float | None], Any] = field(
-        default_factory=OrderedDict, repr=False, compare=False
-    )
-    _by_model_lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
-                                           compare=False)
+    """What gpuwarden knows about instance types, GPUs and their prices.
+
+    `instance(name)` answers for GPU types only (the callers' "does this type hold GPUs");
+    `instance_type(name)` for every type the catalog lists, CPU-only ones with 0 GPUs, so that
+    `knows(name)` False means new or misspelt, never "no GPU". `hourly_price` prices a type per
+    region and capacity.
+    """
+
+    def __init__(
+        self,
+        instances: Mapping[str, InstanceType] | None = None,
+        accelerators: Mapping[str, Accelerator] | Callable[[], Mapping[str, Accelerator]]
+        | None = None,
+        mig_profiles: dict[str, list[MigProfile]] | None = None,
+        spot_discounts: dict[str, float] | None = None,
+        source_note: str = "gpuwarden built-in catalog (engine/data/catalog, prices dated 2026)",
+        overridden: set[str] | None = None,
+        *,
+        table: TypeTable | None = None,
+    ) -> None:
+        given = dict(instances or {})
+        self.table = table or TypeTable(
+            lambda: {type_key(s.cloud, s.name): s for s in given.values()}, lambda c, n: {})
+        self._accelerators = accelerators if accelerators is not None else {}
+        self._accelerators_loaded: dict[str, Accelerator] | None = None
+        self.mig_profiles = mig_profiles or {}
+        self.spot_discounts = spot_discounts or {}
+        self.source_note = source_note
+        self.overridden = overridden or set()
+        self._gpu_types: dict[str, InstanceType] | None = None
+        # Lookups by GPU model name scan the tables; estates repeat a few names, so remember
+        # them. Names come from input (admission requests among them): least recently used go.
+        self._by_model: OrderedDict[tuple[str, str | None, float | None], Any] = OrderedDict()
+        self._by_model_lock = threading.Lock()
+
+    @property
+    def accelerators(self) -> dict[str, Accelerator]:
+        if self._accelerators_loaded is None:
+            found = self._accelerators
+            self._accelerators_loaded = dict(found() if callable(found) else found)
+        return self._accelerators_loaded
+
+    @property
+    def instances(self) -> dict[str, InstanceType]:
+        """Every GPU instance type by name, priced in its default region (parses every cloud's
+        prices on first use: for whole-catalog questions, not per-resource lookups)."""
+        if self._gpu_types is None:
+            self._gpu_types = {
+                spec.name: self.table.priced(spec)
+                for spec in self.table.gpu_types()
+            }
+        return self._gpu_types
 
     def remembered(
         self, key: tuple[str, str | None, float | None], compute: Callable[[], T]
@@ -100,8 +153,31 @@ class Catalog:
                 self._by_model.popitem(last=False)
         return result
 
+    def instance_type(self, name: str | None) -> InstanceType | None:
+        """Any type the catalog lists (GPU or not), Azure sizes case-insensitively."""
+        return self.table.find(name)
+
+    def knows(self, name: str | None) -> bool:
+        return self.instance_type(name) is not None
+
     def instance(self, name: str | None) -> InstanceType | None:
-        return self.instances.get(name) if name else None
+        """The GPU instance type called `name`; None for a CPU-only or unknown type."""
+        spec = self.instance_type(name)
+        return spec if spec is not None and spec.gpu_count > 0 else None
+
+    def hourly_price(
+        self, instance_type: str | None, region: str | None = None,
+        capacity: str = "on_demand",
+    ) -> PriceQuote | None:
+        """The list price of one `instance_type` in `region` for `capacity` (`on_demand` or
+        `spot`); None when the type is unknown or has no price anywhere. See `PriceQuote`."""
+        spec = self.instance_type(instance_type)
+        if spec is None:
+            return None
+        if spec.name in self.overridden:
+            return override_quote(spec, region, capacity, self.spot_discount(spec.cloud))
+        return quote(spec, self.table.region_prices(spec.cloud, spec.name), region, capacity,
+                     self.spot_discount(spec.cloud))
 
     def accelerator(self, name: str | None) -> Accelerator | None:
         if not name:
@@ -218,8 +294,7 @@ def _family_memory(family: str) -> float:
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    text = resources.files("engine").joinpath(f"data/catalog/{name}").read_text("utf-8")
-    return list(csv.DictReader(text.splitlines()))
+    return list(csv.DictReader(_text(name).splitlines()))
 
 
 def _float(value: str | None) -> float | None:
@@ -239,22 +314,80 @@ def _successors() -> dict[str, Successor]:
     }
 
 
+def _text(name: str) -> str:
+    return resources.files("engine").joinpath(f"data/catalog/{name}").read_text("utf-8")
+
+
+def generated_type(row: Mapping[str, str]) -> InstanceType:
+    """A row of instance_types.csv (or of a `--catalog` file: same columns)."""
+    return InstanceType(
+        cloud=row["cloud"].strip(),
+        name=row["type"].strip(),
+        gpu_model=(row.get("gpu_model") or "").strip(),
+        gpu_count=count(row.get("gpu_count") or "0"),
+        gpu_memory_gib=number(row.get("gpu_memory_gib_each")) or 0.0,
+        on_demand_usd_hr=None,
+        region="",
+        source=row.get("source") or "",
+        vcpus=number(row.get("vcpus")),
+        memory_gib=number(row.get("memory_gib")),
+        mig_capable=(row.get("mig_capable") or "").strip().lower() == "true",
+        as_of=row.get("as_of") or "",
+    )
+
+
+def _type_line(line: str) -> InstanceType:
+    return generated_type(dict(zip(TYPE_COLUMNS, next(csv.reader([line])), strict=False)))
+
+
+def _curated_type(row: dict[str, str]) -> InstanceType:
+    return InstanceType(
+        cloud=row["cloud"],
+        name=row["instance_type"],
+        gpu_model=row["gpu_model"],
+        gpu_count=count(row["gpu_count"]),
+        gpu_memory_gib=float(row["gpu_mem_gib_each"]),
+        on_demand_usd_hr=_float(row["on_demand_usd_hr"]),
+        region=row["region"],
+        source=row["source"],
+        vcpus=_float(row["vcpu"]),
+        memory_gib=_float(row["mem_gib"]),
+    )
+
+
 @cache
-def builtin_catalog() -> Catalog:
-    instances = {
-        row["instance_type"]: InstanceType(
-            cloud=row["cloud"],
-            name=row["instance_type"],
-            gpu_model=row["gpu_model"],
-            gpu_count=int(row["gpu_count"]),
-            gpu_memory_gib=float(row["gpu_mem_gib_each"]),
-            on_demand_usd_hr=_float(row["on_demand_usd_hr"]),
-            region=row["region"],
-            source=row["source"],
-        )
-        for row in _rows("gpu_instances.csv")
-    }
-    accelerators = {
+def _builtin_types() -> dict[str, TypeRow]:
+    """instance_types.csv by lookup key (lines parsed on first lookup), with gpu_instances.csv
+    (the curated rows) where it adds something: a type the generated file lacks, or a price
+    (region and source) to fall back on."""
+    found: dict[str, TypeRow] = {}
+    for line in _text("instance_types.csv").splitlines()[1:]:
+        cloud, name, kind, _ = line.split(",", 3)
+        if kind == "machine":
+            found[type_key(cloud, name)] = line
+    for row in _rows("gpu_instances.csv"):
+        curated = _curated_type(row)
+        key = type_key(curated.cloud, curated.name)
+        generated = found.get(key)
+        found[key] = curated if generated is None else replace(
+            _type_line(generated) if isinstance(generated, str) else generated,
+            on_demand_usd_hr=curated.on_demand_usd_hr, region=curated.region)
+    return found
+
+
+@cache
+def _prices_text() -> str:
+    return _text("prices.csv")
+
+
+def _builtin_prices(cloud: str, name: str) -> RegionPrices:
+    return sorted_price_rows(_prices_text(), cloud, name)
+
+
+def _builtin_accelerators() -> dict[str, Accelerator]:
+    """accelerators.csv, then the GCP accelerator types of instance_types.csv it lacks
+    (priced per GPU from prices.csv where it has them)."""
+    found = {
         row["accelerator"]: Accelerator(
             cloud=row["cloud"],
             name=row["accelerator"],
@@ -265,6 +398,24 @@ def builtin_catalog() -> Catalog:
         )
         for row in _rows("accelerators.csv")
     }
+    for row in csv.DictReader(_text("instance_types.csv").splitlines()):
+        if row["kind"] != "accelerator" or row["type"] in found:
+            continue
+        price = _builtin_prices(row["cloud"], row["type"]).get("us-central1")
+        found[row["type"]] = Accelerator(
+            cloud=row["cloud"], name=row["type"], gpu_model=row["gpu_model"],
+            gpu_memory_gib=number(row["gpu_memory_gib_each"]) or 0.0,
+            usd_hr_per_gpu=price.on_demand if price else None,
+            source=f"{row['source']} ({row['as_of']})"
+            + (f"; price: {price.source} ({price.as_of})" if price else ""),
+        )
+    return found
+
+
+@cache
+def builtin_catalog() -> Catalog:
+    """The built-in catalog. Cheap to call: the type and price files are parsed on the first
+    lookup that needs them (prices one cloud at a time), once per process."""
     profiles: dict[str, list[MigProfile]] = {}
     for row in _rows("mig_profiles.csv"):
         profiles.setdefault(row["gpu_model"], []).append(
@@ -279,35 +430,41 @@ def builtin_catalog() -> Catalog:
             )
         )
     discounts = {row["cloud"]: float(row["spot_discount"]) for row in _rows("spot_discounts.csv")}
-    return Catalog(instances, accelerators, profiles, discounts)
+    table = TypeTable(_builtin_types, _builtin_prices, parse=_type_line)
+    return Catalog(None, _builtin_accelerators, profiles, discounts, table=table)
+
+
+def derived(base: Catalog, table: TypeTable, note: str, overridden: set[str]) -> Catalog:
+    """A catalog like `base` with another type table (the same GPUs, MIG tables, discounts)."""
+    return Catalog(None, lambda: base.accelerators, base.mig_profiles, base.spot_discounts,
+                   f"{base.source_note}; {note}", base.overridden | overridden, table=table)
 
 
 def with_price_overrides(base: Catalog, text: str, path: str) -> Catalog:
     """A copy of `base` whose on-demand prices come from the CSV `text`
-    (`instance_type,on_demand_usd_hr`) of the price file `path` (read by `engine.loading`)."""
-    rows = list(csv.DictReader(text.splitlines()))
-    instances = dict(base.instances)
-    overridden: set[str] = set()
-    for number, row in enumerate(rows, start=2):
-        name, price = row.get("instance_type"), row.get("on_demand_usd_hr")
+    (`instance_type,on_demand_usd_hr`) of the price file `path` (read by `engine.loading`):
+    one price per type, for every region."""
+    changed: dict[str, InstanceType] = {}
+    for line, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+        name, price = (row.get("instance_type") or "").strip(), row.get("on_demand_usd_hr")
         try:
             usd = float(price or "")
         except ValueError:
             raise InputError(
                 "expected columns instance_type,on_demand_usd_hr with a number",
                 file=str(path),
-                line=number,
+                line=line,
             ) from None
-        if name in instances:
-            old = instances[name]
-            instances[name] = InstanceType(
-                old.cloud, old.name, old.gpu_model, old.gpu_count, old.gpu_memory_gib,
-                usd, old.region, f"override: {path}",
-            )
-            overridden.add(name)
+        old = base.instance_type(name)
+        if old is not None:
+            changed[type_key(old.cloud, old.name)] = replace(
+                old, on_demand_usd_hr=usd, source=f"override: {path}")
         elif name:
-            raise InputError(f"unknown instance type {name!r}", file=str(path), line=number)
-    return Catalog(
-        instances, base.accelerators, base.mig_profiles, base.spot_discounts,
-        f"{base.source_note}; prices overridden from {path}", overridden,
-    )
+            raise InputError(f"unknown instance type {name!r}", file=str(path), line=line)
+    # The override is the type's one price, for every region: no regional rows under it.
+    no_regions: dict[str, dict[str, RegionPrices]] = {}
+    for key, spec in changed.items():
+        no_regions.setdefault(spec.cloud, {})[key] = {}
+    table = base.table.layered(changed, no_regions)
+    return derived(base, table, f"prices overridden from {path}",
+                   {spec.name for spec in changed.values()})

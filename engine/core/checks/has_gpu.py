@@ -6,6 +6,7 @@ from typing import Any
 
 from engine.core.checks.args import FlagArgs
 from engine.core.conditions import Check, EvalContext, register_check
+from engine.core.enrich import catalog_miss
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
@@ -28,4 +29,7 @@ class HasGpu(Check):
         return resource.has_gpu is bool(self.args.expected)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        return {"unknown": ["gpu"]} if _gpus_unknown(resource) else {}
+        if not _gpus_unknown(resource):
+            return {}
+        why = catalog_miss(resource)  # a type the catalog does not list: say which, and how
+        return {"unknown": ["gpu"], "unknown_reason": why} if why else {"unknown": ["gpu"]}

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.core.catalog import Catalog
 from engine.core.model import Resource
-from engine.sources.aws import compute, ml, storage
+from engine.sources.aws import compute, instance_types, ml, storage
 from engine.sources.aws.region import Region
 from engine.sources.aws.section import AwsSection
 
@@ -22,6 +22,7 @@ SECTIONS: tuple[AwsSection, ...] = (
     compute.AUTOSCALING_GROUPS,
     compute.LAUNCH_CONFIGURATIONS,
     compute.NODE_GROUPS,
+    instance_types.INSTANCE_TYPES,  # after every section that names a type it might not know
     ml.TRAINING_JOBS,
     ml.NOTEBOOK_INSTANCES,
     ml.ENDPOINTS,
@@ -35,6 +36,6 @@ def read_actions() -> frozenset[str]:
 
 def region_resources(scan: Mapping[str, Any], catalog: Catalog) -> list[Resource]:
     """Every resource of one scanned (account, region). Pure."""
-    region = Region(scan, catalog)
+    region = Region(scan, instance_types.learned_catalog(catalog, scan))
     return [resource for entry in SECTIONS if entry.normalize is not None
             for native in entry.natives(region) for resource in entry.normalize(region, native)]
