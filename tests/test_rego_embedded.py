@@ -212,6 +212,22 @@ def test_v0_modules_have_the_deprecated_any_and_all() -> None:
         "data.t.every_one_good": True}
 
 
+def test_v0_re_match_is_regex_match_outside_strings_and_comments() -> None:
+    module = RegoModule("labels.rego", textwrap.dedent("""\
+        package t
+
+        # re_match(x, y) in a comment stays as written
+        deny[msg] {
+          value := input.labels[key]
+          not re_match("^[a-z]+$", value)
+          msg := sprintf("re_match(%v)", [key])
+        }
+        """))
+    evaluator = EmbeddedEvaluator([module], {}, entry_points=["data.t.deny"])
+    answer = evaluator.evaluate(["data.t.deny"], {"labels": {"team": "ML", "app": "web"}})
+    assert answer == {"data.t.deny": ["re_match(team)"]}
+
+
 def test_yaml_marshal_is_refused_rather_than_written_differently() -> None:
     with pytest.raises(RegoError, match=r"yaml\.marshal") as caught:
         load('package t\n\nimport rego.v1\n\nr := yaml.marshal({"a": "yes"})\n')

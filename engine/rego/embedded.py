@@ -74,6 +74,7 @@ MAX_MODULE_BYTES = 2**20
 INEXACT_FROM = 2.0**63  # integral floats from here on are regorus' overflowed integers
 # regorus' parser takes time exponential in nested [ and { (0.2 s at 12 levels, 3 s at 16)
 MAX_BRACKET_DEPTH = 12
+_V0_ALIAS = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*|\bre_match(?=\s*\()')
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|[\[\]{}]')
 
 
@@ -96,6 +97,13 @@ def _with_v1_import(text: str) -> tuple[str, int]:
             lines.insert(number, "import rego.v1\n")
             return "".join(lines), number
     return text, 0
+
+
+def _with_v0_aliases(text: str) -> str:
+    """Rego v0's `re_match` (deprecated, used by Gatekeeper templates; regorus lacks it) as the
+    `regex.match` it is an alias of, outside strings and comments; lines stay where they are."""
+    return _V0_ALIAS.sub(lambda found: "regex.match" if found.group() == "re_match"
+                         else found.group(), text)
 
 
 def _reject_known_differences(module: RegoModule) -> None:
@@ -149,6 +157,8 @@ class EmbeddedEvaluator:
             text = module.text
             if v0 and module.shown not in v0 and not _V1_IMPORT.search(text):
                 text, self.shifts[module.shown] = _with_v1_import(text)
+            elif module.shown in v0:
+                text = _with_v0_aliases(text)
             self.sources.append((module.shown, text))
         self.data_json = orjson.dumps(data).decode() if data else ""
         self.modules = tuple(modules)
