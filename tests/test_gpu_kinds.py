@@ -137,6 +137,8 @@ def test_an_unregistered_kind_asking_for_gpus_is_unknown_naming_the_kind(engine:
     for policy in ("gpu-spot-required", "required-cost-tags"):
         assert by_policy[policy].result == "unknown"
         assert by_policy[policy].resource.kind == "FancyTrainer"
+        assert "does not read kind FancyTrainer" in by_policy[policy].message
+        assert "crd_kinds.py" in by_policy[policy].message
     assert resource.raw["gpuwarden_unread"]["asks"] == ["nvidia.com/gpu"]
 
 

@@ -379,6 +379,11 @@ _UNKNOWN_REASONS = {
 }
 
 
+# Marked unknown by the Kubernetes adapter on an object of a kind it does not read that asks for
+# accelerators (with "gpu"); the message names the kind and how to teach it.
+UNREAD_KIND = "kind"
+
+
 def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
     unknown = sorted(set(details.get("unknown", [])))
     reasons = [_UNKNOWN_REASONS[path] for path in unknown if path in _UNKNOWN_REASONS]
@@ -388,6 +393,10 @@ def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[s
         reasons.append(str(details["telemetry_reason"]))
     if details.get("unknown_reason"):
         reasons.append(str(details["unknown_reason"]))
+    if "gpu" in unknown and UNREAD_KIND in resource.unknown:
+        reasons.append(f"it asks for accelerators but gpuwarden does not read kind "
+                       f"{resource.kind}: teach it with a KindEntry in "
+                       "engine/sources/kubernetes/crd_kinds.py (docs/kubernetes-kinds.md)")
     plain = [path for path in unknown if path not in _UNKNOWN_REASONS]
     if plain:
         reasons.append("value(s) known only after apply: " + ", ".join(plain))

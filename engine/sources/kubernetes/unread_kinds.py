@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.core.evaluate import UNREAD_KIND  # the unknown path: the kind is not understood
 from engine.core.model import Category, GpuSpec, Resource, State
 from engine.sources.kubernetes.crd_kinds import api_group
 from engine.sources.kubernetes.objects import (
@@ -23,7 +24,6 @@ MAX_DEPTH = 24
 MAX_NODES = 20_000
 _REQUEST_BLOCKS = frozenset({"limits", "requests"})
 _CLAIM_KEYS = frozenset({"resourceClaims", "resourceClaimTemplateName", "resourceClaimName"})
-UNREAD_KIND = "kind"  # the unknown path that says the kind itself is not understood
 
 
 def unread_kind_resource(obj: dict[str, Any], namespace_labels: Mapping[str, str] | None, *,
