@@ -69,10 +69,11 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     """The share spot takes off this resource's on-demand price: the catalog's spot and
     on-demand prices of its type in its region where both are listed, else the cloud's
     typical discount (an estimate)."""
-    spot = catalog.hourly_price(resource.instance_type, resource.region, "spot") \
-        if resource.instance_type else None
+    # only a GPU type's own prices: a GCE machine type with attached GPUs is priced with them
+    gpu_type = catalog.instance(resource.instance_type)
+    spot = catalog.hourly_price(gpu_type.name, resource.region, "spot") if gpu_type else None
     if spot is not None and not spot.estimate:
-        on_demand = catalog.hourly_price(resource.instance_type, spot.region, "on_demand")
+        on_demand = catalog.hourly_price(spot.instance_type, spot.region, "on_demand")
         if on_demand is not None and on_demand.region == spot.region and on_demand.usd_per_h > 0:
             discount = max(0.0, 1.0 - spot.usd_per_h / on_demand.usd_per_h)
             return discount, (f"spot discount {discount:.0%} ({spot.instance_type} spot "
