@@ -19,7 +19,7 @@ from engine.core.enrich import enrich
 from engine.core.errors import InputError
 from engine.core.model import Category, Resource
 from engine.loading.catalog_files import read_catalog_file
-from engine.sources.aws import collect, instance_types
+from engine.sources.aws import collect, instance_types, region_resources
 from engine.sources.registry import ScanOptions
 from tests.conftest_aws import (
     EAST,
@@ -278,3 +278,9 @@ def test_live_aws_scan_asks_ec2_once_per_type_the_catalog_lacks(
     # m5.large was not asked about (the catalog lists it), so here it stays unknown
     [m5] = [r for r in collected.resources if r.instance_type == "m5.large"]
     assert m5.is_unknown("gpu")
+    # the answers are the scan's instance_types section: a snapshot replays them, offline
+    replayed = [r for scan in collected.snapshot["aws"] for r in region_resources(scan, catalog)
+                if r.instance_type == "g6e.2xlarge"]
+    assert len(replayed) == 3 and all(r.gpu and r.gpu.count == 1 for r in replayed)
+    assert {t["InstanceType"] for scan in collected.snapshot["aws"]
+            for t in scan["instance_types"]} == {"g6e.2xlarge"}
