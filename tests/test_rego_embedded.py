@@ -174,10 +174,23 @@ def test_parse_error_names_file_and_line() -> None:
 def test_unknown_function_is_refused_at_load_even_when_unreached() -> None:
     with pytest.raises(RegoError) as caught:
         load("package t\n\nimport rego.v1\n\ndeny contains x if {\n  false\n"
-             "  x := crypto.sha256(input.s)\n}\n")
+             "  x := io.jwt.decode(input.s)\n}\n")
     assert caught.value.line == 7
-    assert "unknown function 'crypto.sha256'" in caught.value.message
+    assert "unknown function 'io.jwt.decode'" in caught.value.message
     assert "evaluator: remote" in caught.value.message
+
+
+def test_built_ins_gpuwarden_provides_do_not_hide_an_unknown_one_after_them() -> None:
+    """The compile check renames crypto.sha256 (provided by engine.rego.builtins) to go on."""
+    text = ("package t\n\nimport rego.v1\n\ndeny contains x if {\n  false\n"
+            "  h := crypto.sha256(input.s)\n  net.cidr_intersects(h, h)\n"
+            "  x := io.jwt.decode(h)\n}\n\nr := crypto.sha1(\"abc\")\n")
+    with pytest.raises(RegoError) as caught:
+        load(text)
+    assert caught.value.line == 9 and "io.jwt.decode" in caught.value.message
+    evaluator = load(text.replace("io.jwt.decode(h)", "h"))
+    assert evaluator.evaluate(["data.t.r"], {}) == {
+        "data.t.r": "a9993e364706816aba3e25717850c26c9cd0d89d"}
 
 
 def test_http_send_is_refused_rather_than_read_as_undefined() -> None:

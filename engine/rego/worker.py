@@ -16,11 +16,10 @@ raw bytes (the input document, or the answer's values). Requests (`op` in the he
 - `eval {key, paths}` with the input as payload: the values of the defined `paths` (rules or
   base documents of `data`).
 
-`yaml.unmarshal` and `glob.quote_meta` are replaced by `engine.rego.yaml_go`'s (imported on
-first use): OPA reads YAML as go-yaml v2 does (`yes`, `on`, `y` are booleans, `017` is octal),
-regorus as YAML 1.2 (they are strings), and regorus' quote_meta leaves `?` unescaped; a policy
-would otherwise be answered silently differently (tests/test_rego_differential.py). v0 engines
-also get v0's deprecated `any` and `all`, which regorus lacks and Gatekeeper templates use.
+Each engine also gets the OPA built-ins of `engine.rego.builtins` (OPA's `yaml.unmarshal` and
+`glob.quote_meta` in place of regorus', built-ins regorus lacks such as `crypto.sha256`, and for
+v0 modules v0's `any` and `all`); `check` renames calls to those regorus does not know to
+stand-ins of the same arity, so that it still finds every other unknown function.
 
 Answers: `{"ok": true}` (with the values as payload for `eval`, `{"v0": true}` for a module
 that parses only as v0), `{"error": text}` for an engine error (the parent turns regorus' text
@@ -31,6 +30,7 @@ which the worker exits.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import struct
 import sys
@@ -42,6 +42,7 @@ MAX_ENGINES = 64
 _FRAME = struct.Struct(">II")
 _NOT_A_RULE = "not a valid rule path"
 _V0_MARKERS = ("keyword is required",)
+_UNKNOWN_FUNCTION = re.compile(r"Unknown function: '([\w.]+)'")
 
 
 def read_frame(stream: BinaryIO) -> tuple[bytes, bytes] | None:
@@ -90,11 +91,11 @@ class Worker:
         engine = self.regorus.Engine()
         if request.get("v0"):
             engine.set_rego_v0(True)
-        engine.add_extension("yaml.unmarshal", 1, yaml_unmarshal)
-        engine.add_extension("glob.quote_meta", 1, glob_quote_meta)
-        if request.get("v0"):  # Rego v0's deprecated built-ins, which Gatekeeper templates use
-            engine.add_extension("any", 1, any_true)
-            engine.add_extension("all", 1, all_true)
+        from engine.rego import builtins
+
+        provided = {**builtins.ALL_VERSIONS, **(builtins.V0_ONLY if request.get("v0") else {})}
+        for name, (arity, function) in provided.items():
+            engine.add_extension(name, arity, function)
         for name, text in request["sources"]:
             engine.add_policy(name, text)
         if request.get("data"):
@@ -106,12 +107,22 @@ class Worker:
         return {"ok": True}, b""
 
     def op_check(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
-        try:
-            self.regorus.Program.compile_from_modules(
-                "{}", [tuple(s) for s in request["sources"]], request["entry_points"])
-        except Exception as exc:  # only unknown functions are errors here
-            if "Unknown function" in str(exc):
-                return {"error": str(exc)}, b""
+        from engine.rego.builtins import STANDINS
+
+        sources = [(str(name), str(text)) for name, text in request["sources"]]
+        for _attempt in range(len(STANDINS) + 1):
+            try:
+                self.regorus.Program.compile_from_modules("{}", sources,
+                                                          request["entry_points"])
+            except Exception as exc:  # only unknown functions are errors here
+                unknown = _UNKNOWN_FUNCTION.search(str(exc))
+                if unknown is None:
+                    break
+                if unknown.group(1) not in STANDINS:  # not one gpuwarden provides
+                    return {"error": str(exc)}, b""
+                sources = _with_standin(sources, unknown.group(1), STANDINS[unknown.group(1)])
+                continue
+            break
         return {"ok": True}, b""
 
     def op_eval(self, request: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
@@ -154,33 +165,10 @@ class Worker:
         return True, answer["result"][0]["expressions"][0]["value"]
 
 
-def yaml_unmarshal(text: Any) -> Any:
-    """OPA's `yaml.unmarshal` (loaded in place of regorus' own, which reads YAML 1.2)."""
-    from engine.rego import yaml_go  # imported on first use: the worker starts without PyYAML
-
-    return yaml_go.unmarshal(text)
-
-
-def any_true(collection: Any) -> bool:
-    """OPA v0's `any`: some element of an array or set is `true`."""
-    return any(item is True for item in _elements(collection, "any"))
-
-
-def all_true(collection: Any) -> bool:
-    """OPA v0's `all`: every element of an array or set is `true` (so an empty one is)."""
-    return all(item is True for item in _elements(collection, "all"))
-
-
-def _elements(collection: Any, name: str) -> Any:
-    if not isinstance(collection, list | set | frozenset | tuple):
-        raise ValueError(f"{name}: operand must be an array or a set")
-    return collection
-
-
-def glob_quote_meta(pattern: Any) -> Any:
-    from engine.rego import yaml_go
-
-    return yaml_go.glob_quote_meta(pattern)
+def _with_standin(sources: list[tuple[str, str]], name: str,
+                  standin: str) -> list[tuple[str, str]]:
+    call = re.compile(r"\b" + re.escape(name) + r"(?=\s*\()")
+    return [(module, call.sub(standin, text)) for module, text in sources]
 
 
 def _limit_memory() -> None:

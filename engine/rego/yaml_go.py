@@ -1,4 +1,4 @@
-"""YAML read as OPA's `yaml.unmarshal` reads it (and `glob.quote_meta`), for the embedded engine.
+"""YAML read as OPA's `yaml.unmarshal` reads it, for the embedded engine.
 
 OPA converts YAML to JSON with sigs.k8s.io/yaml, which resolves plain scalars by go-yaml v2's
 rules (YAML 1.1 flavoured): `y`, `yes`, `on` (any case form go-yaml knows) are `true`, `n`,
@@ -185,12 +185,3 @@ def _go_int(digits: str) -> int:
         return sign * int(body[1:], 8)
     return sign * int(body)
 
-
-_GLOB_SPECIALS = frozenset("*?\\[]{}")
-
-
-def glob_quote_meta(pattern: Any) -> str:
-    """OPA's `glob.quote_meta`: every glob special character escaped (regorus leaves `?`)."""
-    if not isinstance(pattern, str):
-        raise ValueError("glob.quote_meta: operand must be a string")
-    return "".join("\\" + c if c in _GLOB_SPECIALS else c for c in pattern)
