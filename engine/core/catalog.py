@@ -113,6 +113,7 @@ class Catalog:
         self.source_note = source_note
         self.overridden = overridden or set()
         self._gpu_types: dict[str, InstanceType] | None = None
+        self._quotes: dict[tuple[str, str, str], PriceQuote | None] = {}
         # Lookups by GPU model name scan the tables; estates repeat a few names, so remember
         # them. Names come from input (admission requests among them): least recently used go.
         self._by_model: OrderedDict[tuple[str, str | None, float | None], Any] = OrderedDict()
@@ -171,6 +172,16 @@ class Catalog:
     ) -> PriceQuote | None:
         """The list price of one `instance_type` in `region` for `capacity` (`on_demand` or
         `spot`); None when the type is unknown or has no price anywhere. See `PriceQuote`."""
+        key = (instance_type or "", region or "", capacity)
+        if key in self._quotes:
+            return self._quotes[key]
+        found = self._hourly_price(instance_type, region, capacity)
+        if len(self._quotes) < MAX_REMEMBERED:  # names and regions come from input
+            self._quotes[key] = found
+        return found
+
+    def _hourly_price(self, instance_type: str | None, region: str | None,
+                      capacity: str) -> PriceQuote | None:
         spec = self.instance_type(instance_type)
         if spec is None:
             return None

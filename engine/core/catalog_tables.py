@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 CLOUDS = tuple(DEFAULT_REGIONS)
 MAX_TYPE_NAME = 256  # longer names come from hostile input, not a cloud
+MAX_FOUND = 4096  # names a table remembers the answer for
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,7 @@ class TypeTable:
         self._types: dict[str, TypeRow] | None = None
         self._prices: dict[tuple[str, str], RegionPrices] = {}
         self._priced: dict[str, InstanceType] = {}
+        self._found: dict[str, InstanceType | None] = {}
         self._lock = threading.Lock()
 
     def layered(
@@ -172,7 +174,14 @@ class TypeTable:
         """The type called `name` (Azure case-insensitively), its default price filled in."""
         if not name or len(name) > MAX_TYPE_NAME:
             return None
-        name = name.strip()
+        if name in self._found:
+            return self._found[name]
+        found = self._find(name.strip())
+        if len(self._found) < MAX_FOUND:  # names come from input: remember a bounded few
+            self._found[name] = found
+        return found
+
+    def _find(self, name: str) -> InstanceType | None:
         spec = self._spec(name) or self._spec(type_key("azure", name))
         if spec is None or (spec.cloud != "azure" and spec.name != name):
             return None
