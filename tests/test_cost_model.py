@@ -19,6 +19,7 @@ from engine.core.enrich import enrich
 from engine.core.evaluate import Engine, combined_savings, summarize
 from engine.core.model import Finding, Resource, ResourceRef
 from engine.outputs import RenderContext, markdown, table
+from engine.outputs.markdown import ResourceGroup
 from engine.pipeline import build_engine
 from engine.sources.aws.compute import node_group_resource
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
@@ -243,6 +244,15 @@ def test_outputs_show_the_figures_apart_and_rank_actions_by_savings(
     assert "`big`" in text.split("Spend with no owner")[1]
     comment = markdown.render(RenderContext(report=report))
     assert "### Spend with no owner" in comment and "waste" not in comment
+
+
+def test_per_resource_details_combine_savings_and_keep_unallocated_apart() -> None:
+    findings = (_finding("i-1", 600.0, "savings", 1000.0), _finding("i-1", 500.0, "savings",
+                                                                    1000.0),
+                _finding("i-1", 1000.0, "unallocated"))
+    group = ResourceGroup(resource=findings[0].resource, findings=findings, location=None)
+    assert group.savings_usd == pytest.approx(800.0)  # not 1,100 and not 2,100
+    assert group.unallocated_usd == 1000.0
 
 
 # ---------------------------------------------------------------------------- the demo

@@ -113,6 +113,7 @@ def _properties(finding: Finding) -> dict[str, str]:
     """Extra facts as the CRD allows them: a flat map of strings."""
     properties = {
         "estimated_monthly_usd": f"{finding.estimated_monthly_usd:.2f}",
+        "cost_kind": finding.cost_kind,
         "enforcement": finding.enforcement,
         "provider": finding.resource.provider,
         "resource_id": finding.resource.id,
