@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.cli import main
-from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.catalog import Catalog, builtin_catalog, with_price_overrides
 from engine.core.catalog_files import with_catalog_rows
 from engine.core.catalog_tables import sorted_price_rows
 from engine.core.enrich import enrich
@@ -217,10 +217,17 @@ def test_catalog_file_rows_override_whole_types_and_price_per_region(tmp_path: P
     ("cloud,type,gpu_count,gpu_model,on_demand_usd_per_h\naws,x,1,T4,nan\n", "on_demand"),
     ("cloud,type,gpu_count\n", "no rows"),
     ("cloud,type,gpu_count\naws," + "x" * 300 + ",0\n", "printable name"),
+    ("cloud,type,gpu_count\naws,\"" + "x" * 200_000 + "\",0\n", "not valid CSV"),
 ])
 def test_bad_catalog_files_are_input_errors(text: str, why: str) -> None:
     with pytest.raises(InputError, match=why):
         with_catalog_rows(builtin_catalog(), text, "catalog.csv")
+
+
+def test_a_price_file_with_an_oversized_field_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="not valid CSV"):
+        with_price_overrides(builtin_catalog(), 'instance_type,on_demand_usd_hr\n"'
+                             + "x" * 200_000 + '",1\n', "prices.csv")
 
 
 def test_bad_catalog_file_exits_2_with_one_line(

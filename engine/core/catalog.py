@@ -455,8 +455,12 @@ def with_price_overrides(base: Catalog, text: str, path: str) -> Catalog:
     """A copy of `base` whose on-demand prices come from the CSV `text`
     (`instance_type,on_demand_usd_hr`) of the price file `path` (read by `engine.loading`):
     one price per type, for every region."""
+    try:
+        rows = list(csv.DictReader(text.splitlines()))
+    except csv.Error as exc:  # a field over the csv module's limit, a stray quote...
+        raise InputError(f"price file is not valid CSV: {exc}", file=str(path)) from None
     changed: dict[str, InstanceType] = {}
-    for line, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+    for line, row in enumerate(rows, start=2):
         name, price = (row.get("instance_type") or "").strip(), row.get("on_demand_usd_hr")
         try:
             usd = float(price or "")

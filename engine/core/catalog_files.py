@@ -31,6 +31,13 @@ NUMBERS = ("gpu_count", "gpu_memory_gib_each", "vcpus", "memory_gib", "on_demand
 
 def with_catalog_rows(base: Catalog, text: str, path: str) -> Catalog:
     """`base` with the types of the catalog file `path` (its CSV `text`)."""
+    try:
+        return _with_rows(base, text, path)
+    except csv.Error as exc:  # a field over the csv module's limit, a stray quote...
+        raise InputError(f"catalog file is not valid CSV: {exc}", file=path) from None
+
+
+def _with_rows(base: Catalog, text: str, path: str) -> Catalog:
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
     if missing:
