@@ -196,6 +196,9 @@ class Resource(BaseModel):
     cluster: str | None = None
     namespace: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    # The cloud tags/labels billing sees, where `tags` holds more (a node group's tags include
+    # the Kubernetes node labels it gives its nodes, which billing never sees); None: `tags`.
+    billing_tags: dict[str, str] | None = None
     annotations: dict[str, str] = Field(default_factory=dict)
     namespace_labels: dict[str, str] = Field(default_factory=dict)
     instance_type: str | None = None
@@ -216,9 +219,6 @@ class Resource(BaseModel):
     group: GroupFacts | None = Field(default=None, exclude=True)
     raw: dict[str, Any] = Field(default_factory=dict, repr=False)
 
-    # The cloud tags/labels billing sees, where `tags` holds more (a node group's tags include
-    # the Kubernetes node labels it gives its nodes, which billing never sees); None: `tags`.
-    billing_tags: dict[str, str] | None = None
     @property
     def has_gpu(self) -> bool:
         return self.gpu is not None and (self.gpu.count or 0) + self.gpu.mig_count > 0
@@ -267,11 +267,10 @@ class Finding(BaseModel):
     resource: ResourceRef
     message: str
     enforcement: Enforcement
-    estimated_monthly_usd: float = 0.0  # equals savings_usd
-    monthly_spend_usd: float = 0.0  # scanned GPU spend as it runs, each resource once
-    savings_usd: float = 0.0  # per resource, savings combined as rates, at most its spend
-    unallocated_usd: float = 0.0  # spend with no owner (tag policies), each resource once
-    over_budget_usd: float = 0.0  # run-rate above the teams' budgets
+    estimated_monthly_usd: float = 0.0  # the finding's figure, in its own cost_kind
+    # What kind of money the figure is: savings (a fix saves it), unallocated (spend with no
+    # owner), over_budget (a team's run-rate above its budget) or none (no total adds it).
+    cost_kind: Literal["savings", "unallocated", "over_budget", "none"] = "none"
     cost_basis: str = ""  # how the dollar figure was estimated
     remediation: Remediation | None = None
     location: SourceLocation | None = None
@@ -288,10 +287,11 @@ class Summary(BaseModel):
     baselined: int = 0
     by_policy: dict[str, int] = Field(default_factory=dict)
     by_severity: dict[str, int] = Field(default_factory=dict)
-    estimated_monthly_usd: float = 0.0  # the finding's figure, in its own cost_kind
-    # What kind of money the figure is: savings (a fix saves it), unallocated (spend with no
-    # owner), over_budget (a team's run-rate above its budget) or none (no total adds it).
-    cost_kind: Literal["savings", "unallocated", "over_budget", "none"] = "none"
+    estimated_monthly_usd: float = 0.0  # equals savings_usd
+    monthly_spend_usd: float = 0.0  # scanned GPU spend as it runs, each resource once
+    savings_usd: float = 0.0  # per resource, savings combined as rates, at most its spend
+    unallocated_usd: float = 0.0  # spend with no owner (tag policies), each resource once
+    over_budget_usd: float = 0.0  # run-rate above the teams' budgets
 
 
 class ResourceCostChange(BaseModel):
@@ -341,18 +341,6 @@ class CostChange(BaseModel):
     after: tuple[Resource, ...] = ()
 
 
-class Report(BaseModel):
-    schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
-    generated_at: datetime
-    mode: Literal["dry-run", "enforce"] = "dry-run"
-    findings: list[Finding] = Field(default_factory=list)
-    summary: Summary = Field(default_factory=Summary)
-    cost_diff: CostDiff | None = None  # only when a plan changes GPU spend
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 class Prices(BaseModel):
     """Which prices a report's figures used."""
 
@@ -362,4 +350,16 @@ class Prices(BaseModel):
     override_file: str | None = None  # the --prices file, if one was given
 
 
+class Report(BaseModel):
+    schema_: str = Field(default=REPORT_SCHEMA, alias="schema")
+    generated_at: datetime
+    mode: Literal["dry-run", "enforce"] = "dry-run"
+    findings: list[Finding] = Field(default_factory=list)
+    summary: Summary = Field(default_factory=Summary)
+    cost_diff: CostDiff | None = None  # only when a plan changes GPU spend
     prices: Prices | None = None  # the prices the figures used
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=False)
