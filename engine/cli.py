@@ -621,9 +621,6 @@ def webhook(
     caches = cluster_cache(no_cluster=no_cluster, kubeconfig=kubeconfig, resync_seconds=resync)
     web = create_app(build_engine(policies), settings=settings, caches=caches)
     console.set_sdk_log_level(0)  # a server logs its clients' retries at its own --log-level
-    if cloud is None and no_cluster:
-        typer.echo("gpuwarden: webhook: no --cloud and --no-cluster: /mutate writes no spot "
-                   "patch (give --cloud aws|eks|gke|azure to pin GPU workloads to spot)", err=True)
     run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
                                    log_level, client_ca=client_ca))
 

@@ -6,6 +6,7 @@ gpuwarden does not know.
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import time
@@ -314,15 +315,23 @@ def test_no_spot_patch_without_a_cloud_and_the_cloud_learnt_from_nodes() -> None
 def test_webhook_without_cloud_and_cluster_says_it_writes_no_spot_patch() -> None:
     command = [sys.executable, "-m", "engine", "webhook", "--no-cluster", "--insecure-http",
                "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
+    said = "no --cloud and --no-cluster: /mutate writes no spot patch"
+    lines: list[str] = []
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as process:
         try:
             assert process.stderr is not None
-            first = process.stderr.readline()
+            deadline = time.monotonic() + 30
+            while not any(said in line for line in lines) and time.monotonic() < deadline:
+                ready, _, _ = select.select([process.stderr], [], [], 0.5)
+                if ready:
+                    lines.append(process.stderr.readline())
         finally:
             process.terminate()
             process.wait(timeout=10)
-    assert first.startswith("gpuwarden: webhook: no --cloud and --no-cluster: /mutate writes "
-                            "no spot patch")
+    assert any(said in line and "WARNING gpuwarden.webhook" in line for line in lines), lines
+    with_cloud = subprocess.run([*command, "--cloud", "gke", "--port", "-5"],
+                                capture_output=True, text=True, timeout=60)
+    assert said not in with_cloud.stderr
 
 
 # ---------------------------------------------------------------------------- Terraform module
@@ -379,3 +388,20 @@ def test_a_registered_kind_with_a_gpu_where_its_entry_does_not_look_is_unknown()
     cpu = _corpus_object("kubeflow/xgboostjob-iris-cpu.yaml", "XGBoostJob")
     resource = workload_resource(cpu, {}, state=State.PLANNED)
     assert resource is not None and not resource.is_unknown("gpu")
+
+
+def test_a_controllers_metadata_update_of_a_training_job_is_not_judged_again(
+        tls_webhook: Any) -> None:
+    import copy
+
+    from tests.test_webhook import post, review
+
+    old = _corpus_object("kubeflow/tfjob-multi-worker.yaml", "TFJob")
+    finalized = copy.deepcopy(old)
+    finalized["metadata"]["finalizers"] = ["kubeflow.org/cleanup"]
+    assert post(tls_webhook, "validate", review(finalized, operation="UPDATE", old=old))[
+        "allowed"] is True
+    grown = copy.deepcopy(old)
+    grown["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 4
+    denied = post(tls_webhook, "validate", review(grown, operation="UPDATE", old=old))
+    assert denied["allowed"] is False and "multi-worker runs 4" in denied["status"]["message"]

@@ -317,7 +317,9 @@ def _policy_inputs_changed(old: dict[str, Any], new: dict[str, Any],
     def inputs(obj: dict[str, Any]) -> tuple[Any, ...]:
         metadata = _mapping(obj.get("metadata"))
         path = pod_template_path(_with_identity(obj, request))
-        template: Any = obj
+        # A kind without one pod template (a PyTorchJob, a RayCluster): its whole spec, so a
+        # controller's metadata-only update (finalizers) is not judged again.
+        template: Any = obj if path else obj.get("spec")
         for key in (path or ())[:-1]:
             template = _mapping(template).get(key)
         return metadata.get("labels"), metadata.get("annotations"), template, _replicas(obj)

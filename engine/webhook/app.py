@@ -205,6 +205,9 @@ class WebhookApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        if self.settings.admission.cloud is None and self.caches.lister is None:
+            log.warning("no --cloud and --no-cluster: /mutate writes no spot patch (give "
+                        "--cloud aws|eks|gke|azure to pin GPU workloads to spot)")
         task = asyncio.create_task(self.caches.run())
         try:
             yield
