@@ -28,6 +28,7 @@ from engine.core.model import Category, Resource, SourceLocation, State
 from engine.core.yamltext import line_of, load_yaml_documents
 from engine.inputfiles import bounded_resource, read_input_bytes, tidy_document
 from engine.sources.kubernetes import PROVIDER, workload_resource
+from engine.sources.kubernetes.dra import ClaimIndex, claim_index
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
@@ -207,9 +208,11 @@ def admission_resources(manifests: Sequence[Manifest], catalog: Catalog,
     """The resources the admission webhook would judge (a CREATE of each object), each
     pointing at its file and line."""
     resources: list[Resource] = []
+    claims = claim_index(manifest.obj for manifest in manifests)  # DRA claims among the inputs
     for manifest in manifests:
         namespace = _namespace(manifest.obj) or "default"
-        resource = admission_resource(manifest, catalog, namespace_labels.get(namespace, {}))
+        resource = admission_resource(manifest, catalog, namespace_labels.get(namespace, {}),
+                                      claims)
         if resource is not None:
             resources.append(bounded_resource(_located(resource, manifest)))
     return resources
@@ -225,11 +228,14 @@ def _located(resource: Resource, manifest: Manifest) -> Resource:
 
 
 def admission_resource(manifest: Manifest, catalog: Catalog,
-                       namespace_labels: Mapping[str, str]) -> Resource | None:
-    """The adapter's workload for the object; for one that asks for accelerators the adapter
-    does not read (no workload, or one without GPUs), a workload whose GPU is unknown."""
+                       namespace_labels: Mapping[str, str],
+                       claims: ClaimIndex | None = None) -> Resource | None:
+    """The adapter's workload for the object (`claims`: the DRA claims and claim templates
+    its pods may name); for one that asks for accelerators the adapter does not read (no
+    workload, or one without GPUs), a workload whose GPU is unknown."""
     labels = dict(namespace_labels)
-    resource = workload_resource(manifest.obj, labels, catalog=catalog, state=State.PLANNED)
+    resource = workload_resource(manifest.obj, labels, catalog=catalog, state=State.PLANNED,
+                                 claims=claims)
     if resource is not None and resource.has_gpu:
         return resource
     if not requests_accelerators(manifest.obj):

@@ -340,3 +340,14 @@ def test_the_action_wants_one_of_plan_and_manifests(tmp_path: Path) -> None:
         runner = ActionRunner(workspace, inputs)
         gate = run_check(runner)
         assert runner.outputs["exit-code"] == "2" and gate.returncode == 2
+
+
+def test_dra_claim_templates_among_the_inputs_count_the_gpus_they_claim(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The JobSet's pods name a ResourceClaimTemplate shipped beside it (2 replicated jobs of
+    # 3 pods, one GPU each): judged with the template, not as an unknown GPU count.
+    _, report = report_of([str(MANIFESTS / "jobset")], capsys, monkeypatch)
+    spot = [f for f in report["findings"] if f["policy"] == "gpu-spot-required"]
+    assert [(f["resource"]["id"], f["result"]) for f in spot] == [
+        ("JobSet/default/training-job", "fail")]
+    assert "runs 6 GPU" in spot[0]["message"]
