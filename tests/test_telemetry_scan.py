@@ -63,7 +63,10 @@ def test_demo_idle_notebook_is_found_and_priced(demo_report: dict[str, Any]) -> 
     assert idle["result"] == "fail"
     assert idle["details"] == {"average_activity_pct": 0.8, "samples": 240,
                                "window": "1:00:00", "threshold_pct": 5.0,
-                               "metric": "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
+                               "metric": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                               # the spend the saving is a share of (docs/costs.md)
+                               "resource_monthly_spend_usd": pytest.approx(27.44705 / 8 * 730,
+                                                                           abs=0.01)}
     # one A100 80GB at its catalog rate for 730 h, 99.2% of it idle
     assert idle["estimated_monthly_usd"] == pytest.approx(27.44705 / 8 * 730 * 0.992, abs=0.01)
     assert idle["remediation"] == {"action": "stop", "status": "planned", "detail":
