@@ -140,7 +140,36 @@ def test_an_unregistered_kind_asking_for_gpus_is_unknown_naming_the_kind(engine:
         assert by_policy[policy].resource.kind == "FancyTrainer"
         assert "does not read kind FancyTrainer" in by_policy[policy].message
         assert "crd_kinds.py" in by_policy[policy].message
+        assert "known only after apply" not in by_policy[policy].message
     assert resource.raw["gpuwarden_unread"]["asks"] == ["nvidia.com/gpu"]
+
+
+def _spot_message(engine: Engine, resource: Resource) -> str:
+    report = engine.evaluate([resource], NOW, door="admission", show_passed=True)
+    return next(f.message for f in report.findings if f.policy == "gpu-spot-required")
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_the_spot_message_states_the_whole_gpu_count_of_a_deployment(
+        engine: Engine, replicas: int) -> None:
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "serve", "namespace": "ml"},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}},
+    }
+    resource = workload_resource(deployment, {}, state=State.PLANNED)
+    assert resource is not None
+    assert _spot_message(engine, resource).startswith(f"serve runs {2 * replicas} GPU on")
+
+
+def test_the_spot_message_of_a_gpu_node_pool_says_at_least(engine: Engine) -> None:
+    objects = load_manifests(
+        (CORPUS / "karpenter/blueprints-gpu-nodepool-on-demand.yaml").read_text(), "np")
+    pool = next(obj for obj in objects if obj.get("kind") == "NodePool")
+    resource = workload_resource(pool, {}, state=State.PLANNED)
+    assert resource is not None and resource.is_unknown("gpu.count")
+    assert " runs at least 1 " in _spot_message(engine, resource)
 
 
 def test_an_unregistered_kind_without_accelerators_is_not_a_resource() -> None:

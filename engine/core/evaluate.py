@@ -393,11 +393,13 @@ def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[s
         reasons.append(str(details["telemetry_reason"]))
     if details.get("unknown_reason"):
         reasons.append(str(details["unknown_reason"]))
-    if "gpu" in unknown and UNREAD_KIND in resource.unknown:
+    unread = "gpu" in unknown and UNREAD_KIND in resource.unknown
+    if unread:
         reasons.append(f"it asks for accelerators but gpuwarden does not read kind "
                        f"{resource.kind}: teach it with a KindEntry in "
                        "engine/sources/kubernetes/crd_kinds.py (docs/kubernetes-kinds.md)")
-    plain = [path for path in unknown if path not in _UNKNOWN_REASONS]
+    # An unread kind's other unknowns (capacity, ...) follow from not reading it, not from apply.
+    plain = [] if unread else [path for path in unknown if path not in _UNKNOWN_REASONS]
     if plain:
         reasons.append("value(s) known only after apply: " + ", ".join(plain))
     why = "; ".join(reasons) or "a value it depends on is not known yet"
