@@ -473,6 +473,21 @@ def policies_test(
     raise typer.Exit(0 if all(result.status == "pass" for result in results) else 1)
 
 
+@policies_app.command("import-gatekeeper")
+def policies_import_gatekeeper(
+    template: Annotated[Path, typer.Argument(metavar="TEMPLATE.yaml")],
+    constraints: Annotated[list[Path], typer.Argument(metavar="CONSTRAINT.yaml...")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write into.")
+                   ] = Path("."),
+) -> None:
+    """Write gpuwarden policy files from a Gatekeeper ConstraintTemplate and its Constraints
+    (the template's Rego and libs unmodified; one policy per Constraint)."""
+    from engine.rego.gatekeeper import import_gatekeeper
+
+    for path in import_gatekeeper(template, constraints, out):
+        typer.echo(f"wrote {path}")
+
+
 @policies_app.command("schema")
 def policies_schema() -> None:
     """JSON Schema of policy files, for editors."""
@@ -623,6 +638,31 @@ def webhook(
     console.set_sdk_log_level(0)  # a server logs its clients' retries at its own --log-level
     run_server(web, ServerSettings(host, port, cert, key, insecure_http, cert_reload_interval,
                                    log_level, client_ca=client_ca))
+
+
+catalog_app = typer.Typer(help="The instance-type catalog: refresh prices from a cloud's API.",
+                          no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+
+@catalog_app.command("refresh")
+def catalog_refresh(
+    cloud: Annotated[str, typer.Option("--cloud", help="aws | azure")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The --catalog FILE to write.")],
+    region: Annotated[list[str] | None, typer.Option("--region", help="Region (repeatable); "
+                                                     "default: the cloud's default one.")] = None,
+    endpoint_url: Annotated[str | None, typer.Option("--endpoint-url", help="The price API's "
+                                                     "address (tests, proxies).")] = None,
+) -> None:
+    """Write a --catalog FILE of current GPU prices from the cloud's own price API."""
+    from engine.core.catalog import builtin_catalog
+    from engine.pricing.refresh import refreshed_file
+
+    text, skipped = refreshed_file(cloud, list(region or []), builtin_catalog(), endpoint_url)
+    if skipped:
+        typer.echo(f"gpuwarden: {len(skipped)} priced types are not in the catalog and were "
+                   f"left out (add them with --catalog): {', '.join(skipped[:5])}", err=True)
+    _emit(text, output)
 
 
 def _usage_line(exc: typer.TyperException) -> str:
