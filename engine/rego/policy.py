@@ -85,6 +85,10 @@ class RegoSpec(BaseModel):
     admission_timeout_s: float = Field(default=2.0, gt=0, le=30,
                                        description="Seconds one evaluation or request may take "
                                        "at admission.")
+    match: dict[str, Any] | None = Field(
+        default=None, description="A Gatekeeper Constraint's spec.match (kinds, namespaces, "
+        "excludedNamespaces, labelSelector, namespaceSelector): input: admission only; the "
+        "objects it does not select are not evaluated.")
     failure_policy: FailurePolicy = Field(
         default="Ignore", description="At admission, when the evaluator cannot answer: Ignore "
         "(an unknown finding, a warning) or Fail (a failing finding, a denial).")
@@ -104,6 +108,8 @@ class RegoSpec(BaseModel):
             raise ValueError("opa_url and token_env are for evaluator: remote")
         if not self.modules:
             raise ValueError("module: give at least one .rego file")
+        if self.match is not None and self.input != "admission":
+            raise ValueError("match (a Gatekeeper spec.match) is for input: admission")
         return self
 
     @property
@@ -161,8 +167,18 @@ class RegoProgram:
         if kind == "resource":
             return True
         if kind == "admission":
-            return door == "admission" or (door == "runtime" and resource.provider == "kubernetes")
+            at_door = door == "admission" or (door == "runtime" and
+                                              resource.provider == "kubernetes")
+            return at_door and self._selects(resource)
         return False
+
+    def _selects(self, resource: Resource) -> bool:
+        """The Constraint's `spec.match`, when the policy came from Gatekeeper."""
+        if self.spec.match is None:
+            return True
+        from engine.rego.gatekeeper import matches
+
+        return matches(self.spec.match, resource.raw, resource.namespace)
 
     def input_for(self, resource: Resource, parameters: Mapping[str, Any]) -> dict[str, Any]:
         if self.spec.input == "admission":

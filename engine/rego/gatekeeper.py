@@ -1,0 +1,278 @@
+"""Gatekeeper ConstraintTemplates and Constraints as gpuwarden Rego policies.
+
+`import_gatekeeper` reads a ConstraintTemplate (templates.gatekeeper.sh v1 / v1beta1, target
+admission.k8s.gatekeeper.sh, its Rego inline or under `code: [{engine: Rego}]`) and its
+Constraints, and writes the template's Rego unmodified (and its `libs`) beside one policy file
+holding one policy per Constraint: its parameters, its `spec.match` (kept under `rego.match`)
+and its enforcementAction mapped to the admission door.
+
+`matches` decides a Constraint's `spec.match` for one object as Gatekeeper does: kinds
+(apiGroups × kinds, `*` for any), namespaces / excludedNamespaces (a trailing `*` is a prefix),
+labelSelector and namespaceSelector (matchLabels and matchExpressions In / NotIn / Exists /
+DoesNotExist). A cluster-scoped object passes the namespace criteria except namespaceSelector,
+which a Namespace object answers with its own labels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.core.errors import InputError
+from engine.core.yamltext import load_yaml_documents
+from engine.loading.files import FileTooLarge, max_policy_file_bytes, read_bounded_bytes
+
+TARGET = "admission.k8s.gatekeeper.sh"
+TEMPLATE_API_GROUP = "templates.gatekeeper.sh/"
+MAX_CONSTRAINTS = 256
+_ID_CHARS = re.compile(r"[^a-z0-9-]+")
+_ENFORCEMENT = {"deny": "deny", "warn": "warn", "dryrun": "off"}
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    kind: str  # the Constraint kind it defines
+    title: str
+    rego: str
+    libs: tuple[str, ...]
+    package: str
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    parameters: dict[str, Any]
+    match: dict[str, Any]
+    enforcement: str
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _documents(path: Path) -> list[Any]:
+    try:
+        raw = read_bounded_bytes(path, max_policy_file_bytes())
+    except FileTooLarge:
+        raise InputError("file too large", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", file=str(path)) from None
+    return [doc for doc in load_yaml_documents(text, str(path)) if doc is not None]
+
+
+def _get(node: Any, *keys: str) -> Any:
+    for key in keys:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def _template_rego(target: Mapping[str, Any], file: str) -> tuple[str, list[Any]]:
+    """The Rego source and libs of a target: inline, or its `code` entry for engine Rego."""
+    if isinstance(target.get("rego"), str):
+        return target["rego"], list(target.get("libs") or [])
+    for code in target.get("code") or []:
+        if _get(code, "engine") == "Rego" and isinstance(_get(code, "source", "rego"), str):
+            return code["source"]["rego"], list(_get(code, "source", "libs") or [])
+    raise InputError(f"the {TARGET} target has no Rego (only Rego templates are imported)",
+                     file=file)
+
+
+def read_template(path: Path) -> Template:
+    file = str(path)
+    docs = [d for d in _documents(path) if _get(d, "kind") == "ConstraintTemplate"]
+    if len(docs) != 1:
+        raise InputError("expected one ConstraintTemplate", file=file)
+    doc = docs[0]
+    if not str(doc.get("apiVersion") or "").startswith(TEMPLATE_API_GROUP):
+        raise InputError(f"apiVersion {doc.get('apiVersion')!r} is not {TEMPLATE_API_GROUP}v1 "
+                         "or v1beta1", file=file)
+    kind = _get(doc, "spec", "crd", "spec", "names", "kind")
+    name = _get(doc, "metadata", "name")
+    targets = [t for t in _get(doc, "spec", "targets") or [] if _get(t, "target") == TARGET]
+    if not isinstance(kind, str) or not isinstance(name, str) or not targets:
+        raise InputError(f"a ConstraintTemplate needs metadata.name, spec.crd.spec.names.kind "
+                         f"and a {TARGET} target", file=file)
+    rego, libs = _template_rego(targets[0], file)
+    if not all(isinstance(lib, str) for lib in libs):
+        raise InputError("libs must be Rego texts", file=file)
+    package = re.search(r"^\s*package\s+([\w.]+)", rego, re.MULTILINE)
+    if package is None:
+        raise InputError("the template's Rego has no package", file=file)
+    title = _get(doc, "metadata", "annotations", "metadata.gatekeeper.sh/title")
+    return Template(name, kind, str(title or kind), rego, tuple(libs), package.group(1))
+
+
+def read_constraints(paths: Sequence[Path], template: Template) -> list[Constraint]:
+    found: list[Constraint] = []
+    for path in paths:
+        for doc in _documents(path):
+            if _get(doc, "kind") != template.kind:
+                raise InputError(f"expected a {template.kind} Constraint, got kind "
+                                 f"{_get(doc, 'kind')!r}", file=str(path))
+            found.append(_constraint(doc, str(path)))
+            if len(found) > MAX_CONSTRAINTS:
+                raise InputError(f"more than {MAX_CONSTRAINTS} Constraints", file=str(path))
+    if not found:
+        raise InputError(f"no {template.kind} Constraint given")
+    return found
+
+
+def _constraint(doc: Mapping[str, Any], file: str) -> Constraint:
+    name = _get(doc, "metadata", "name")
+    parameters = _get(doc, "spec", "parameters") or {}
+    match = _get(doc, "spec", "match") or {}
+    action = str(_get(doc, "spec", "enforcementAction") or "deny").lower()
+    if not isinstance(name, str) or not name:
+        raise InputError("a Constraint needs metadata.name", file=file)
+    if not isinstance(parameters, Mapping) or not isinstance(match, Mapping):
+        raise InputError("spec.parameters and spec.match must be mappings", file=file)
+    if action not in _ENFORCEMENT:
+        raise InputError(f"enforcementAction {action!r} (one of: {', '.join(_ENFORCEMENT)})",
+                         file=file)
+    return Constraint(name, _plain(parameters), _plain(match), _ENFORCEMENT[action])
+
+
+def _plain(value: Any) -> Any:
+    """LineDict/LineList as plain dicts and lists, for yaml.safe_dump."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def policy_document(template: Template, constraints: Sequence[Constraint],
+                    modules: Sequence[str]) -> dict[str, Any]:
+    return {"apiVersion": "gpuwarden.io/v1", "policies": [
+        {
+            "id": _ID_CHARS.sub("-", constraint.name.lower()).strip("-") or template.name,
+            "title": f"{template.title} ({constraint.name})",
+            "description": f"Gatekeeper {template.kind} constraint {constraint.name}, imported "
+                           f"from ConstraintTemplate {template.name}.",
+            "severity": "medium",
+            "resources": ["workload", "other"],
+            "parameters": constraint.parameters,
+            "rego": {"module": list(modules), "package": template.package,
+                     "input": "admission", "match": constraint.match},
+            "enforcement": {"plan": "off", "admission": constraint.enforcement,
+                            "runtime": "audit"},
+            "cost": "none",
+        }
+        for constraint in constraints
+    ]}
+
+
+def import_gatekeeper(template_path: Path, constraint_paths: Sequence[Path],
+                      out_dir: Path) -> list[Path]:
+    """Write the template's modules and the constraints' policy file under `out_dir`; the
+    paths written."""
+    template = read_template(template_path)
+    constraints = read_constraints(constraint_paths, template)
+    texts = {f"{template.name}.rego": template.rego}
+    texts.update({f"{template.name}_lib{index}.rego": lib
+                  for index, lib in enumerate(template.libs, 1)})
+    document = policy_document(template, constraints, list(texts))
+    texts[f"{template.name}.yaml"] = (
+        f"# Imported from Gatekeeper ConstraintTemplate {template.name} by "
+        "`gpuwarden policies import-gatekeeper`.\n"
+        + yaml.safe_dump(document, sort_keys=False, width=100))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            (out_dir / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", file=str(out_dir)) from None
+    return [out_dir / name for name in texts]
+
+
+# ---------------------------------------------------------------------------- spec.match
+
+
+def matches(match: Mapping[str, Any], obj: Mapping[str, Any], namespace: str | None,
+            namespace_labels: Mapping[str, str] | None = None) -> bool:
+    """Whether a Constraint's `spec.match` selects `obj` (in `namespace`, whose labels are
+    `namespace_labels` when known)."""
+    kind = str(obj.get("kind") or "")
+    group = str(obj.get("apiVersion") or "v1").rpartition("/")[0]
+    if "kinds" in match and not _kind_matches(match["kinds"], group, kind):
+        return False
+    if not _namespace_matches(match, namespace):
+        return False
+    labels = _labels(obj)
+    if "labelSelector" in match and not selector_matches(match["labelSelector"], labels):
+        return False
+    if "namespaceSelector" in match:
+        known = labels if kind == "Namespace" else namespace_labels
+        if known is None or not selector_matches(match["namespaceSelector"], known):
+            return False
+    return True
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    labels = _get(obj, "metadata", "labels")
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
+def _kind_matches(kinds: Any, group: str, kind: str) -> bool:
+    for entry in kinds if isinstance(kinds, list) else []:
+        groups = _get(entry, "apiGroups") or ["*"]
+        names = _get(entry, "kinds") or ["*"]
+        if ("*" in groups or group in groups) and ("*" in names or kind in names):
+            return True
+    return False
+
+
+def _pattern_matches(patterns: Any, name: str) -> bool:
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1]))
+               for p in patterns if isinstance(p, str)) if isinstance(patterns, list) else False
+
+
+def _namespace_matches(match: Mapping[str, Any], namespace: str | None) -> bool:
+    scope = match.get("scope", "*")
+    if (scope == "Namespaced" and not namespace) or (scope == "Cluster" and namespace):
+        return False
+    if not namespace:
+        return True
+    if "namespaces" in match and not _pattern_matches(match["namespaces"], namespace):
+        return False
+    return not _pattern_matches(match.get("excludedNamespaces"), namespace)
+
+
+def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A Kubernetes LabelSelector; an empty one selects everything."""
+    if not isinstance(selector, Mapping):
+        return False
+    wanted = selector.get("matchLabels") or {}
+    if not isinstance(wanted, Mapping) or any(labels.get(str(k)) != str(v)
+                                              for k, v in wanted.items()):
+        return False
+    expressions = selector.get("matchExpressions") or []
+    return isinstance(expressions, list) and all(_expression_holds(e, labels)
+                                                 for e in expressions)
+
+
+def _expression_holds(expression: Any, labels: Mapping[str, str]) -> bool:
+    key = str(_get(expression, "key"))
+    operator = _get(expression, "operator")
+    values = [str(v) for v in _get(expression, "values") or []]
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    return False

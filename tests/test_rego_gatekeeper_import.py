@@ -1,0 +1,138 @@
+"""`gpuwarden policies import-gatekeeper`: Gatekeeper library templates, imported unmodified,
+answer the library's own suite.yaml cases; spec.match selects the objects evaluated."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine.core.model import Category, Resource
+from engine.loading.policies import load_policies
+from engine.rego.gatekeeper import matches, selector_matches
+from engine.rego.inputs import admission_request, request_for_manifest
+from engine.rego.policy import RegoProgram
+
+LIBRARY = Path(__file__).parent / "data" / "gatekeeper"
+TEMPLATES = ["requiredlabels", "allowedrepos"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from engine.cli import main; sys.argv[0] = 'gpuwarden'; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parent.parent)
+
+
+def _suite_cases() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    cases = []
+    for name in TEMPLATES:
+        suite = yaml.safe_load((LIBRARY / name / "suite.yaml").read_text())
+        for test in suite["tests"]:
+            for case in test["cases"]:
+                cases.append((name, test, case))
+    return cases
+
+
+def _resource(obj: dict[str, Any]) -> Resource:
+    metadata = obj.get("metadata") or {}
+    return Resource(id=f"{obj['kind']}/{metadata.get('name')}", provider="kubernetes",
+                    category=Category.OTHER, kind=obj["kind"], name=str(metadata.get("name")),
+                    namespace=metadata.get("namespace") or ("default" if obj["kind"] != "Namespace"
+                                                            else None),
+                    raw=obj)
+
+
+def _violations(program: RegoProgram, parameters: dict[str, Any], obj: dict[str, Any]
+                ) -> list[str]:
+    resource = _resource(obj)
+    if not program.applies("admission", resource):
+        return []
+    with admission_request(request_for_manifest(obj)):
+        messages = program.messages(program.input_for(resource, parameters), "admission")
+    return [m.msg for m in messages if m.result == "fail"]
+
+
+@pytest.mark.parametrize(("name", "test", "case"), _suite_cases(),
+                         ids=lambda v: v["name"] if isinstance(v, dict) else v)
+def test_library_suite_case(tmp_path: Path, name: str, test: dict[str, Any],
+                            case: dict[str, Any]) -> None:
+    base = LIBRARY / name
+    done = _cli("policies", "import-gatekeeper", str(base / test["template"]),
+                str(base / test["constraint"]), "-o", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    [policy] = load_policies([str(tmp_path)])
+    assert isinstance(policy.rego, RegoProgram)
+    obj = yaml.safe_load((base / case["object"]).read_text())
+    found = _violations(policy.rego, policy.spec.parameters, obj)
+    for assertion in case["assertions"]:
+        wanted = assertion.get("violations")
+        selected = [m for m in found if assertion.get("message", "") in m]
+        if wanted in ("yes", True):
+            assert selected, (case["name"], found)
+        elif wanted in ("no", False):
+            assert not selected, (case["name"], found)
+        else:
+            assert len(selected) == int(wanted), (case["name"], found)
+
+
+def test_imported_rego_is_the_template_s_own(tmp_path: Path) -> None:
+    template = LIBRARY / "allowedrepos" / "template.yaml"
+    done = _cli("policies", "import-gatekeeper", str(template),
+                str(next((LIBRARY / "allowedrepos" / "samples").rglob("constraint.yaml"))),
+                "-o", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rego = yaml.safe_load(template.read_text())["spec"]["targets"][0]["rego"]
+    assert (tmp_path / "k8sallowedrepos.rego").read_text() == rego
+
+
+def test_a_constraint_of_another_kind_is_one_error_line(tmp_path: Path) -> None:
+    done = _cli("policies", "import-gatekeeper", str(LIBRARY / "allowedrepos" / "template.yaml"),
+                str(next((LIBRARY / "requiredlabels" / "samples").rglob("constraint.yaml"))),
+                "-o", str(tmp_path))
+    assert done.returncode == 2
+    assert "expected a K8sAllowedRepos Constraint" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_template_that_is_not_yaml_is_one_error_line(tmp_path: Path) -> None:
+    bad = tmp_path / "t.yaml"
+    bad.write_text("kind: [unclosed\n")
+    done = _cli("policies", "import-gatekeeper", str(bad), str(bad), "-o", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "p", "namespace": "team-a", "labels": {"app": "web", "tier": "1"}}}
+
+
+@pytest.mark.parametrize(("match", "selected"), [
+    ({}, True),
+    ({"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}, True),
+    ({"kinds": [{"apiGroups": ["apps"], "kinds": ["Pod"]}]}, False),
+    ({"kinds": [{"apiGroups": ["*"], "kinds": ["Deployment"]}]}, False),
+    ({"namespaces": ["team-*"]}, True),
+    ({"namespaces": ["default"]}, False),
+    ({"excludedNamespaces": ["team-a"]}, False),
+    ({"labelSelector": {"matchLabels": {"app": "web"}}}, True),
+    ({"labelSelector": {"matchLabels": {"app": "db"}}}, False),
+    ({"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In",
+                                              "values": ["1", "2"]}]}}, True),
+    ({"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                              "values": ["1"]}]}}, False),
+    ({"labelSelector": {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}},
+     True),
+    ({"namespaceSelector": {"matchLabels": {"env": "prod"}}}, False),
+])
+def test_spec_match(match: dict[str, Any], selected: bool) -> None:
+    assert matches(match, POD, "team-a") is selected
+
+
+def test_namespace_selector_reads_the_namespace_s_labels() -> None:
+    selector = {"matchLabels": {"env": "prod"}}
+    assert matches({"namespaceSelector": selector}, POD, "team-a", {"env": "prod"})
+    assert not matches({"namespaceSelector": selector}, POD, "team-a", {"env": "dev"})
+    assert selector_matches({}, {})
