@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 REGO_PACK = REPO / "policies" / "rego"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 PLANS = sorted([*(REPO / "tests" / "fixtures" / "plans").glob("*.json"),
-                *(REFERENCE / "terraform-plans").glob("*.json")])
+                *(REFERENCE / "terraform-plans").glob("*.json"),
+                REPO / "tests" / "data" / "terraform-capacity" / "plan.json"])
 
 
 def builtin(policy_id: str) -> Engine:
@@ -104,6 +105,49 @@ def test_spot_twin_agrees_on_generated_plans(
                     "--seed", str(seed), "-o", str(out)], check=True, capture_output=True)
     findings = check_spot_plan(out, spot_engines)
     assert len(findings) > 10
+
+
+# Prepaid/reserved capacity settings (as engine/sources/terraform/reservations.py reads them)
+# put on a failing on-demand resource: it passes. Known only after apply, in a plan without the
+# configuration to say it is set, it is the provider's default (no reservation): still fails.
+RESERVED_CASES = [
+    ("gcp", "google_container_node_pool.a100_ondemand",
+     {"queued_provisioning": [{"enabled": True}]}, {}, None),
+    ("gcp", "google_container_node_pool.a100_ondemand",
+     {"node_config": "reservation_affinity"}, {}, None),
+    ("azure", "azurerm_windows_virtual_machine.viz",
+     {"capacity_reservation_group_id": "/subscriptions/s/capacityReservationGroups/g"}, {}, None),
+    ("azure", "azurerm_windows_virtual_machine.viz",
+     {"capacity_reservation_group_id": None}, {"capacity_reservation_group_id": True}, "fail"),
+]
+
+
+def _with_settings(change: dict[str, Any], after: dict[str, Any],
+                   unknown: dict[str, Any]) -> None:
+    if after == {"node_config": "reservation_affinity"}:
+        change["change"]["after"]["node_config"][0]["reservation_affinity"] = [
+            {"consume_reservation_type": "SPECIFIC_RESERVATION", "key": "k", "values": ["r"]}]
+        return
+    change["change"]["after"].update(after)
+    change["change"].setdefault("after_unknown", {}).update(unknown)
+
+
+@pytest.mark.parametrize(("cloud", "address", "after", "unknown", "expected"), RESERVED_CASES)
+def test_spot_twin_passes_reserved_capacity_like_the_yaml_one(
+    tmp_path: Path, cloud: str, address: str, after: dict[str, Any], unknown: dict[str, Any],
+    expected: str | None, spot_engines: tuple[Engine, Engine],
+) -> None:
+    original = REPO / "tests" / "fixtures" / "plans" / f"{cloud}-gpu-plan.json"
+    before = {f.resource.id: f.result for f in check_spot_plan(original, spot_engines)}
+    assert before[address] == "fail"  # on-demand as the fixture has it
+    plan = json.loads(original.read_text())
+    for change in plan["resource_changes"]:
+        if change["address"] == address:
+            _with_settings(change, after, unknown)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    results = {f.resource.id: f.result for f in check_spot_plan(path, spot_engines)}
+    assert results.get(address) == expected
 
 
 def test_spot_twin_honours_tag_exemptions_like_the_yaml_one(

@@ -53,7 +53,8 @@ read_attributes := {
 	"enable_managed_spot_training", "resource_config", "machine_type", "guest_accelerator",
 	"scheduling", "node_config", "size", "sku", "vm_size", "priority", "tags", "tags_all",
 	"tag", "tag_specifications", "labels", "terraform_labels", "effective_labels",
-	"node_labels", "name", "id",
+	"node_labels", "name", "id", "capacity_reservation_specification", "reservation_affinity",
+	"queued_provisioning", "capacity_reservation_group_id",
 }
 
 slim(rc) := {
@@ -682,11 +683,116 @@ size_key := {
 
 gpus(rc) := gpus_by(family[rc.type], rc)
 
-spot(rc) := spot_by(family[rc.type], rc)
+# Spot, or prepaid/reserved capacity (paid for either way): both pass.
+spot(rc) := any_yes([reserved_by(family[rc.type], rc), spot_by(family[rc.type], rc)])
 
 tags(rc) := tags_by(family[rc.type], rc)
 
 tags_hidden(rc) := tags_hidden_by(family[rc.type], rc)
+
+# ----------------------------------------------------------------------------- reserved capacity
+# As engine/sources/terraform/reservations.py: "yes", "no" or "unknown". A block or attribute
+# the configuration does not set is the provider's default: no reservation.
+
+any_yes(states) := "yes" if "yes" in states
+else := "unknown" if "unknown" in states
+else := "no"
+
+set_by_config(rc, path) if {
+	hidden(rc, path)
+	configured(rc, path)
+}
+
+# Whether the block at `path` is there.
+block_state(rc, path) := "unknown" if set_by_config(rc, path)
+else := "no" if hidden(rc, path)
+else := "yes" if first_block(rc, path)
+else := "no"
+
+text_state(rc, path, wanted) := "unknown" if set_by_config(rc, path)
+else := "no" if hidden(rc, path)
+else := yes_no(upper(text_or(rc, path, "")) == wanted)
+
+flag_state(rc, path) := "unknown" if set_by_config(rc, path)
+else := "no" if hidden(rc, path)
+else := yes_no(flag_or(rc, path, false))
+
+# The state of `inner` below the block at `path` ("no" or "unknown" when the block is not there).
+within_block(rc, path, inner) := block_state(rc, path) if block_state(rc, path) != "yes"
+else := inner_state(rc, array.concat(first_block(rc, path), inner.path), inner)
+
+inner_state(rc, path, inner) := block_state(rc, path) if inner.kind == "block"
+else := text_state(rc, path, inner.wanted) if inner.kind == "text"
+else := flag_state(rc, path)
+
+aws_reservation_target(rc) := within_block(rc, ["capacity_reservation_specification"],
+	{"kind": "block", "path": ["capacity_reservation_target"]})
+
+aws_capacity_block(rc) := within_block(rc, ["instance_market_options"],
+	{"kind": "text", "path": ["market_type"], "wanted": "CAPACITY-BLOCK"})
+
+aws_reserved(rc) := any_yes([aws_reservation_target(rc), aws_capacity_block(rc)])
+
+# An instance's market and reservation settings, each from its launch template when it leaves
+# that block unset.
+setting_source(rc, template, key) := planned[template] if {
+	template != ""
+	has_config(rc)
+	not configured(rc, [key])
+}
+else := rc
+
+reserved_by("aws_instance", rc) := any_yes([
+	aws_reservation_target(setting_source(rc, template, "capacity_reservation_specification")),
+	aws_capacity_block(setting_source(rc, template, "instance_market_options")),
+]) if template := template_address(rc, ["launch_template", 0])
+
+reserved_by("aws_launch_template", rc) := aws_reserved(rc)
+
+reserved_by(kind, _) := "no" if kind in {"aws_launch_configuration", "aws_sagemaker_training_job", "azure_legacy_vm"}
+
+# A group: its own reservation target, else its launch template's (not through a mixed policy).
+reserved_by("aws_autoscaling_group", rc) := "yes" if aws_reservation_target(rc) == "yes"
+else := "no" if policy_hidden(rc)
+else := "no" if first_block(rc, ["mixed_instances_policy"])
+else := aws_reserved(planned[source]) if {
+	source := group_source(rc)
+	source != ""
+	planned[source].type == "aws_launch_template"
+}
+else := "no"
+
+reserved_by("aws_eks_node_group", rc) := any_yes([
+	text_state(rc, ["capacity_type"], "CAPACITY_BLOCK"),
+	node_group_template_reserved(rc, template_address(rc, ["launch_template", 0])),
+])
+
+node_group_template_reserved(_, "") := "no"
+
+node_group_template_reserved(_, template) := aws_reserved(planned[template]) if template != ""
+
+# GCE: a specific reservation or DWS flex-start.
+reserved_by("gce", rc) := any_yes([
+	within_block(rc, ["reservation_affinity"], {"kind": "text", "path": ["type"], "wanted": "SPECIFIC_RESERVATION"}),
+	within_block(rc, ["scheduling"], {"kind": "text", "path": ["provisioning_model"], "wanted": "FLEX_START"}),
+])
+
+# GKE: a specific reservation, flex-start or queued provisioning.
+reserved_by("gke", rc) := "no" if default_pool(rc)
+else := any_yes([
+	within_block(rc, array.concat(node_path(rc), ["reservation_affinity"]),
+		{"kind": "text", "path": ["consume_reservation_type"], "wanted": "SPECIFIC_RESERVATION"}),
+	flag_state(rc, array.concat(node_path(rc), ["flex_start"])),
+	within_block(rc, ["queued_provisioning"], {"kind": "flag", "path": ["enabled"]}),
+])
+
+# Azure: a capacity reservation group.
+reserved_by(kind, rc) := azure_reserved(rc) if kind in {"azure_vm", "aks"}
+
+azure_reserved(rc) := "unknown" if set_by_config(rc, ["capacity_reservation_group_id"])
+else := "no" if hidden(rc, ["capacity_reservation_group_id"])
+else := "yes" if text(rc, ["capacity_reservation_group_id"])
+else := "no"
 
 # AWS instances and spot requests (with an optional launch template in the plan).
 gpus_by("aws_instance", rc) := gpus_of(instance_type_via_template(rc, template_address(rc, ["launch_template", 0])), rc.type)
