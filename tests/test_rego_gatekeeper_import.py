@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,73 @@ def test_namespace_selector_reads_the_namespace_s_labels() -> None:
     assert matches({"namespaceSelector": selector}, POD, "team-a", {"env": "prod"})
     assert not matches({"namespaceSelector": selector}, POD, "team-a", {"env": "dev"})
     assert selector_matches({}, {})
+
+
+# ---------------------------------------------------------------------------- at the webhook
+
+
+@pytest.fixture(scope="module")
+def gatekeeper_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The webhook (plain HTTP on loopback) with two imported library Constraints: owner labels
+    on Namespaces, image repositories of Pods in `default`."""
+    from engine.core.evaluate import Engine
+    from engine.webhook.app import create_app
+    from engine.webhook.caches import ClusterCache, StaticLister
+    from tests.test_webhook import NAMESPACES, NODES, start_server, wait_until
+
+    out = tmp_path_factory.mktemp("gatekeeper")
+    for name, sample in (("requiredlabels", "all-must-have-owner"),
+                         ("allowedrepos", "repo-must-be-openpolicyagent")):
+        base = LIBRARY / name
+        done = _cli("policies", "import-gatekeeper", str(base / "template.yaml"),
+                    str(base / "samples" / sample / "constraint.yaml"), "-o", str(out))
+        assert done.returncode == 0, done.stderr
+    engine = Engine(load_policies([str(out), "builtin"]))
+    caches = ClusterCache(StaticLister(NAMESPACES, NODES), resync_seconds=3600)
+    running = start_server(create_app(engine, caches=caches), None)
+    with running.client() as client:
+        wait_until(lambda: client.get("/readyz").status_code == 200)
+        yield client
+    running.stop()
+
+
+def _admit(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    from tests.test_webhook import post, review
+
+    return post(client, "validate", review(obj))
+
+
+def _deployment(image: str, namespace: str = "default") -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]}}}}
+
+
+def test_a_namespace_without_its_owner_label_is_denied(gatekeeper_webhook: Any) -> None:
+    bare = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-x"}}
+    owned = {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": "team-x", "labels": {"owner": "alice.agilebank.demo"}}}
+    denied = _admit(gatekeeper_webhook, bare)
+    assert denied["allowed"] is False
+    assert "All namespaces must have an `owner` label" in denied["status"]["message"]
+    assert _admit(gatekeeper_webhook, owned)["allowed"] is True
+
+
+def test_a_deployment_wrapping_a_disallowed_pod_is_denied(gatekeeper_webhook: Any) -> None:
+    denied = _admit(gatekeeper_webhook, _deployment("nginx"))
+    assert denied["allowed"] is False
+    assert "container <web> has an invalid image repo <nginx>" in denied["status"]["message"]
+    assert _admit(gatekeeper_webhook, _deployment("openpolicyagent/opa:1.0"))["allowed"] is True
+
+
+def test_spec_match_namespaces_leave_other_namespaces_alone(gatekeeper_webhook: Any) -> None:
+    assert _admit(gatekeeper_webhook, _deployment("nginx", namespace="ml"))["allowed"] is True
+
+
+def test_a_service_passes_the_pod_constraint(gatekeeper_webhook: Any) -> None:
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"ports": [{"port": 80}]}}
+    assert _admit(gatekeeper_webhook, service)["allowed"] is True

@@ -24,8 +24,10 @@ from typing import Any
 import yaml
 
 from engine.core.errors import InputError
+from engine.core.model import Category, Resource
 from engine.core.yamltext import load_yaml_documents
 from engine.loading.files import FileTooLarge, max_policy_file_bytes, read_bounded_bytes
+from engine.sources.kubernetes import pod_template_path
 
 TARGET = "admission.k8s.gatekeeper.sh"
 TEMPLATE_API_GROUP = "templates.gatekeeper.sh/"
@@ -276,3 +278,42 @@ def _expression_holds(expression: Any, labels: Mapping[str, str]) -> bool:
     if operator == "DoesNotExist":
         return key not in labels
     return False
+
+
+# ---------------------------------------------------------------------------- judged objects
+
+
+def judged_resource(match: Mapping[str, Any], resource: Resource) -> Resource | None:
+    """The resource when `match` selects it; else, for a controller whose pod template makes a
+    Pod that `match` selects, that Pod (Gatekeeper's expansion: a Deployment wrapping a pod a
+    Pod constraint forbids is judged as that pod); else None."""
+    if matches(match, resource.raw, resource.namespace):
+        return resource
+    pod = expanded_pod(resource.raw, resource.namespace)
+    if pod is not None and matches(match, pod, resource.namespace):
+        return resource.model_copy(update={"raw": pod, "kind": "Pod"})
+    return None
+
+
+def expanded_pod(obj: Mapping[str, Any], namespace: str | None) -> dict[str, Any] | None:
+    """The Pod a controller's pod template makes (None for a Pod or an object without one)."""
+    if obj.get("kind") == "Pod":
+        return None
+    path = pod_template_path(dict(obj))
+    template = _get(obj, *path[:-1]) if path else None
+    if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+        return None
+    metadata = dict(_get(template, "metadata") or {})
+    if namespace:
+        metadata.setdefault("namespace", namespace)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+def object_resource(obj: Mapping[str, Any], namespace: str | None) -> Resource:
+    """Any Kubernetes object as a resource of category `other`, for the Rego admission
+    policies that judge every kind (Services, Ingresses, Namespaces)."""
+    kind = str(obj.get("kind") or "")
+    name = str(_get(obj, "metadata", "name") or _get(obj, "metadata", "generateName") or "")
+    ident = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
+    return Resource(id=ident, provider="kubernetes", category=Category.OTHER, kind=kind,
+                    name=name, namespace=namespace, raw=dict(obj))

@@ -169,20 +169,21 @@ class RegoProgram:
         if kind == "admission":
             at_door = door == "admission" or (door == "runtime" and
                                               resource.provider == "kubernetes")
-            return at_door and self._selects(resource)
+            return at_door and self._judged(resource) is not None
         return False
 
-    def _selects(self, resource: Resource) -> bool:
-        """The Constraint's `spec.match`, when the policy came from Gatekeeper."""
+    def _judged(self, resource: Resource) -> Resource | None:
+        """What a Gatekeeper Constraint's `spec.match` selects: the object, or the Pod its pod
+        template makes (Gatekeeper's expansion); the object itself without a `match`."""
         if self.spec.match is None:
-            return True
-        from engine.rego.gatekeeper import matches
+            return resource
+        from engine.rego.gatekeeper import judged_resource
 
-        return matches(self.spec.match, resource.raw, resource.namespace)
+        return judged_resource(self.spec.match, resource)
 
     def input_for(self, resource: Resource, parameters: Mapping[str, Any]) -> dict[str, Any]:
         if self.spec.input == "admission":
-            return admission_input(resource, parameters)
+            return admission_input(self._judged(resource) or resource, parameters)
         return resource_input(resource)
 
     def plan_input(self, plan: Mapping[str, Any]) -> Mapping[str, Any]:

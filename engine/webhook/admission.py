@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol
 from engine.core.evaluate import Engine
 from engine.core.labels import exempt_policies
 from engine.core.model import Category, Finding, Resource, State
+from engine.core.policy import CompiledPolicy
+from engine.rego.gatekeeper import object_resource
 from engine.sources.kubernetes import gpu_model, pod_template_path, workload_resource
 from engine.webhook.caches import ClusterCache
 from engine.webhook.review import AdmissionRequest, Decision, audit_key
@@ -67,19 +69,25 @@ class Evaluator(Protocol):
 
 class PolicyEvaluator:
     """The engine at the admission door, one policy at a time so each is timed. Policies that
-    are `off` at admission or do not apply to workloads are left out once, up front."""
+    are `off` at admission or do not apply to workloads are left out once, up front; only Rego
+    admission policies that declare the `other` category judge objects that are not workloads
+    (Services, Ingresses, Namespaces)."""
 
     def __init__(self, engine: Engine):
         self.catalog = engine.catalog
         self.engines = [
-            (policy.id, Engine([policy], engine.catalog))
+            (policy.id, Engine([policy], engine.catalog), judges_every_kind(policy))
             for policy in engine.policies
-            if policy.enforcement("admission") != "off" and Category.WORKLOAD in policy.categories
+            if policy.enforcement("admission") != "off"
+            and (Category.WORKLOAD in policy.categories or judges_every_kind(policy))
         ]
+        self.judges_every_kind = any(every_kind for _, _, every_kind in self.engines)
 
     def __call__(self, resource: Resource, now: datetime) -> Evaluation:
         evaluation = Evaluation(findings=[])
-        for policy_id, single in self.engines:
+        for policy_id, single, every_kind in self.engines:
+            if resource.category is not Category.WORKLOAD and not every_kind:
+                continue
             started = time.perf_counter()
             report = plan_remediations(single.assess([resource], now, door="admission"),
                                        single.policies)
@@ -181,6 +189,8 @@ class Judge:
         obj = _with_identity(request.object, request)
         labels = self.caches.namespace_labels(_namespace_of(obj))
         resource = workload_resource(obj, labels, catalog=self.catalog, state=State.PLANNED)
+        if resource is None and getattr(self.evaluator, "judges_every_kind", False):
+            return obj, object_resource(obj, _namespace_of(obj))
         if resource is None:
             return None
         return obj, self.with_node_gpu_model(resource, obj)
@@ -253,6 +263,13 @@ def _mig_patch(judge: Judge, obj: dict[str, Any], finding: Finding) -> Patch:
 
 
 # ---------------------------------------------------------------------------- which requests
+
+
+def judges_every_kind(policy: CompiledPolicy) -> bool:
+    """A Rego policy reading the AdmissionReview that declares the `other` category: it judges
+    any object the webhook receives, not only GPU workloads."""
+    spec = getattr(policy.rego, "spec", None)
+    return Category.OTHER in policy.categories and getattr(spec, "input", None) == "admission"
 
 
 def skip_reason(request: AdmissionRequest) -> str | None:
