@@ -286,6 +286,9 @@ def scan(
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
     catalog: CatalogOpt = None,
+    billing: Annotated[Path | None, typer.Option("--billing", help="A FOCUS 1.x cost export "
+                                                 "(CSV): resources in it are priced at their "
+                                                 "billed rate.")] = None,
     enforce: Annotated[bool, typer.Option(
         "--enforce", help="Apply remediations (default: dry-run, which changes nothing).")] = False,
     max_actions: Annotated[int, typer.Option(
@@ -343,7 +346,7 @@ def scan(
     request = ScanRequest(
         sources=tuple(sources), options=options, now=instant, policies=tuple(policies or ()),
         prices=prices, mode="enforce" if enforce else "dry-run", show_passed=show_passed,
-        catalog_file=catalog,
+        catalog_file=catalog, billing=billing,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
         save_snapshot=save_snapshot)
     result = run_scan(request, _ScanProgress(show=not quiet))

@@ -69,8 +69,15 @@ def load_catalog(prices: Path | None, catalog_file: Path | None = None) -> Catal
 
 
 def build_engine(policy_paths: Sequence[str] | None, prices: Path | None = None,
-                 catalog_file: Path | None = None) -> Engine:
-    return Engine(load_policies(policy_paths or [BUILTIN]), load_catalog(prices, catalog_file))
+                 catalog_file: Path | None = None, billing: Path | None = None) -> Engine:
+    catalog = load_catalog(prices, catalog_file)
+    if billing:  # last: billed rates replace whatever list price a resource would get
+        from engine.core.catalog import with_billed_rates
+        from engine.loading.focus import read_focus_export
+
+        catalog = with_billed_rates(catalog, read_focus_export(billing),
+                                    f"billed rates from {billing.name}")
+    return Engine(load_policies(policy_paths or [BUILTIN]), catalog)
 
 
 def policy_meta(policies: Sequence[CompiledPolicy]) -> dict[str, PolicyMeta]:
@@ -123,6 +130,7 @@ class ScanRequest:
     policies: tuple[str, ...] = ()  # empty: the built-in pack
     prices: Path | None = None
     catalog_file: Path | None = None  # --catalog FILE: instance types to add or override
+    billing: Path | None = None  # --billing FILE: a FOCUS export's billed rates
     mode: Mode = "dry-run"
     door: Door | None = None  # None: each resource's own door (live state: runtime)
     show_passed: bool = False
@@ -172,7 +180,8 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
     """Policies → sources → telemetry → evaluate → enforce (in enforce mode)."""
     hooks = hooks or QuietHooks()
     with hooks.stage("policies", {}) as fields:
-        engine = build_engine(request.policies, request.prices, request.catalog_file)
+        engine = build_engine(request.policies, request.prices, request.catalog_file,
+                              request.billing)
         fields["policies"] = len(engine.policies)
     collected = _collect(request, engine.catalog, hooks)
     if request.save_snapshot is not None:

@@ -7,6 +7,7 @@ a price: it asks the catalog.
 
 from __future__ import annotations
 
+import copy
 import csv
 import re
 import threading
@@ -17,6 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
+from engine.core.billing import BilledRates
 from engine.core.catalog_prices import PriceQuote, override_quote, quote
 from engine.core.catalog_tables import (
     CLOUDS,
@@ -112,6 +114,7 @@ class Catalog:
         self.spot_discounts = spot_discounts or {}
         self.source_note = source_note
         self.overridden = overridden or set()
+        self.billed: BilledRates = {}  # resources priced at their billed rate (--billing)
         self._gpu_types: dict[str, InstanceType] | None = None
         self._quotes: dict[tuple[str, str, str], PriceQuote | None] = {}
         # Lookups by GPU model name scan the tables; estates repeat a few names, so remember
@@ -449,6 +452,14 @@ def derived(base: Catalog, table: TypeTable, note: str, overridden: set[str]) ->
     """A catalog like `base` with another type table (the same GPUs, MIG tables, discounts)."""
     return Catalog(None, lambda: base.accelerators, base.mig_profiles, base.spot_discounts,
                    f"{base.source_note}; {note}", base.overridden | overridden, table=table)
+
+
+def with_billed_rates(base: Catalog, rates: BilledRates, note: str) -> Catalog:
+    """`base` pricing the resources in `rates` at their billed rates (a cost export)."""
+    billed = copy.copy(base)  # the same tables and caches: billed rates change no list price
+    billed.billed = rates
+    billed.source_note = f"{base.source_note}; {note}"
+    return billed
 
 
 def with_price_overrides(base: Catalog, text: str, path: str) -> Catalog:

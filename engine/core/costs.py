@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engine.core.billing import billing_key
 from engine.core.catalog import HOURS_PER_MONTH, Catalog
 from engine.core.model import Capacity, Category, Resource, State
 
@@ -108,6 +109,9 @@ def resource_spend(resource: Resource, catalog: Catalog) -> Spend:
     reason = _no_compute(resource)
     if reason is not None:
         return Spend(0.0, reason)
+    billed = _billed_spend(resource, catalog)
+    if billed is not None:
+        return billed
     hourly, source = hourly_price(resource, catalog)
     if hourly is None:
         return Spend(None, source)
@@ -118,6 +122,17 @@ def resource_spend(resource: Resource, catalog: Catalog) -> Spend:
         basis += f" at the spot rate {_usd(hourly)}/h ({why})"
     count = f" × {resource.count}" if resource.count != 1 else ""
     return Spend(hourly * resource.count * HOURS_PER_MONTH, f"{basis}{count} × 730 h")
+
+
+def _billed_spend(resource: Resource, catalog: Catalog) -> Spend | None:
+    """The resource's spend at its billed rate, when the cost export (`--billing`) lists it:
+    what it cost, spot, discounts and counts included."""
+    rate = catalog.billed.get(billing_key(resource.id)) if catalog.billed else None
+    if rate is None:
+        return None
+    return Spend(rate.usd_per_h * HOURS_PER_MONTH,
+                 f"billed {_usd(rate.usd_per_h)}/h (EffectiveCost in {rate.source}, "
+                 f"{rate.window}) × 730 h")
 
 
 def _unpriced(reason: str, kind: CostKind) -> Estimate:

@@ -1,0 +1,114 @@
+"""FOCUS 1.x cost and usage exports (`scan --billing FILE`, CSV): each resource's billed rate,
+its `EffectiveCost` summed over the export's usage rows per hour of the export's charge
+window (the earliest `ChargePeriodStart` to the latest `ChargePeriodEnd`)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from engine.core.billing import BilledRate, BilledRates, billing_key
+from engine.core.errors import InputError
+
+MAX_EXPORT_BYTES = 2 * 2**30
+MAX_ROWS = 10_000_000
+MAX_FIELD = 4096  # longest field a row may carry (resource ids are a few hundred characters)
+MAX_COST = 1e12
+REQUIRED = ("ResourceId", "EffectiveCost", "ChargePeriodStart", "ChargePeriodEnd",
+            "BillingCurrency")
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.cost: dict[str, float] = {}
+        self.start: datetime | None = None
+        self.end: datetime | None = None
+
+    def add(self, key: str, cost: float, start: datetime, end: datetime) -> None:
+        self.cost[key] = self.cost.get(key, 0.0) + cost
+        self.start = start if self.start is None else min(self.start, start)
+        self.end = end if self.end is None else max(self.end, end)
+
+
+def read_focus_export(path: Path) -> BilledRates:
+    """Billed USD per hour of each resource in the FOCUS CSV export at `path`."""
+    if not path.is_file():
+        raise InputError("billing export is not a readable file", file=str(path))
+    if path.stat().st_size > MAX_EXPORT_BYTES:
+        raise InputError(f"billing export is larger than {MAX_EXPORT_BYTES // 2**30} GiB",
+                         file=str(path))
+    totals = _Totals()
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            for line, row in _rows(handle, str(path)):
+                _add_row(totals, row, str(path), line)
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise InputError(f"billing export is not a valid UTF-8 CSV: {exc}",
+                         file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read billing export: {exc.strerror or exc}",
+                         file=str(path)) from None
+    return _rates(totals, path.name, str(path))
+
+
+def _rows(handle: Iterator[str], path: str) -> Iterator[tuple[int, Mapping[str, str | None]]]:
+    reader = csv.DictReader(handle)
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(f"not a FOCUS export: missing the columns {', '.join(missing)}",
+                         file=path, line=1)
+    for line, row in enumerate(reader, start=2):
+        if line > MAX_ROWS:
+            raise InputError(f"billing export has more than {MAX_ROWS} rows", file=path,
+                             line=line)
+        yield line, row
+
+
+def _add_row(totals: _Totals, row: Mapping[str, str | None], path: str, line: int) -> None:
+    resource = (row.get("ResourceId") or "").strip()
+    # only usage: EffectiveCost already spreads commitments over the usage they cover
+    if not resource or (row.get("ChargeCategory") or "Usage").strip() != "Usage":
+        return
+    if len(resource) > MAX_FIELD:
+        raise InputError(f"ResourceId longer than {MAX_FIELD} characters", file=path, line=line)
+    currency = (row.get("BillingCurrency") or "").strip()
+    if currency != "USD":
+        raise InputError(f"BillingCurrency {currency[:16]!r}: gpuwarden prices in USD",
+                         file=path, line=line)
+    totals.add(billing_key(resource), _cost(row.get("EffectiveCost"), path, line),
+               _instant(row.get("ChargePeriodStart"), "ChargePeriodStart", path, line),
+               _instant(row.get("ChargePeriodEnd"), "ChargePeriodEnd", path, line))
+
+
+def _cost(value: str | None, path: str, line: int) -> float:
+    try:
+        cost = float((value or "").strip() or "0")
+    except ValueError:
+        cost = math.nan
+    if not (abs(cost) < MAX_COST):
+        raise InputError("EffectiveCost must be a number", file=path, line=line)
+    return cost
+
+
+def _instant(value: str | None, column: str, path: str, line: int) -> datetime:
+    text = (value or "").strip()[:64]
+    try:
+        instant = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        raise InputError(f"{column} must be an ISO 8601 date-time, not {text!r}", file=path,
+                         line=line) from None
+    return instant if instant.tzinfo else instant.replace(tzinfo=UTC)
+
+
+def _rates(totals: _Totals, name: str, path: str) -> BilledRates:
+    if totals.start is None or totals.end is None:
+        return {}
+    hours = (totals.end - totals.start).total_seconds() / 3600.0
+    if hours <= 0:
+        raise InputError("billing export's charge period is empty", file=path)
+    window = f"{totals.start.date().isoformat()} to {totals.end.date().isoformat()}"
+    return {key: BilledRate(max(0.0, cost) / hours, window, name)
+            for key, cost in totals.cost.items()}
