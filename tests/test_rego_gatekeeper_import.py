@@ -142,6 +142,19 @@ def test_namespace_selector_reads_the_namespace_s_labels() -> None:
 # ---------------------------------------------------------------------------- at the webhook
 
 
+PROD_REPOS = """\
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sAllowedRepos
+metadata: {name: prod-repos}
+spec:
+  enforcementAction: deny
+  match:
+    kinds: [{apiGroups: [""], kinds: [Pod]}]
+    namespaceSelector: {matchLabels: {env: prod}}
+  parameters: {repos: ["registry.prod/"]}
+"""
+
+
 @pytest.fixture(scope="module")
 def gatekeeper_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The webhook (plain HTTP on loopback) with two imported library Constraints: owner labels
@@ -152,11 +165,13 @@ def gatekeeper_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     from tests.test_webhook import NAMESPACES, NODES, start_server, wait_until
 
     out = tmp_path_factory.mktemp("gatekeeper")
-    for name, sample in (("requiredlabels", "all-must-have-owner"),
-                         ("allowedrepos", "repo-must-be-openpolicyagent")):
+    prod = tmp_path_factory.mktemp("constraints") / "prod-constraint.yaml"
+    prod.write_text(PROD_REPOS)
+    for name, sample, *more in (("requiredlabels", "all-must-have-owner"),
+                                ("allowedrepos", "repo-must-be-openpolicyagent", str(prod))):
         base = LIBRARY / name
         done = _cli("policies", "import-gatekeeper", str(base / "template.yaml"),
-                    str(base / "samples" / sample / "constraint.yaml"), "-o", str(out))
+                    str(base / "samples" / sample / "constraint.yaml"), *more, "-o", str(out))
         assert done.returncode == 0, done.stderr
     engine = Engine(load_policies([str(out), "builtin"]))
     caches = ClusterCache(StaticLister(NAMESPACES, NODES), resync_seconds=3600)
@@ -207,3 +222,11 @@ def test_a_service_passes_the_pod_constraint(gatekeeper_webhook: Any) -> None:
                "metadata": {"name": "web", "namespace": "default"},
                "spec": {"ports": [{"port": 80}]}}
     assert _admit(gatekeeper_webhook, service)["allowed"] is True
+
+
+def test_namespace_selector_reads_the_cluster_cache_s_namespace_labels(
+        gatekeeper_webhook: Any) -> None:
+    denied = _admit(gatekeeper_webhook, _deployment("nginx", namespace="prod-ml"))
+    assert denied["allowed"] is False and "[prod-repos]" in denied["status"]["message"]
+    allowed = _admit(gatekeeper_webhook, _deployment("registry.prod/web:1", namespace="prod-ml"))
+    assert allowed["allowed"] is True

@@ -287,10 +287,11 @@ def judged_resource(match: Mapping[str, Any], resource: Resource) -> Resource | 
     """The resource when `match` selects it; else, for a controller whose pod template makes a
     Pod that `match` selects, that Pod (Gatekeeper's expansion: a Deployment wrapping a pod a
     Pod constraint forbids is judged as that pod); else None."""
-    if matches(match, resource.raw, resource.namespace):
+    labels = resource.namespace_labels
+    if matches(match, resource.raw, resource.namespace, labels):
         return resource
     pod = expanded_pod(resource.raw, resource.namespace)
-    if pod is not None and matches(match, pod, resource.namespace):
+    if pod is not None and matches(match, pod, resource.namespace, labels):
         return resource.model_copy(update={"raw": pod, "kind": "Pod"})
     return None
 
@@ -309,11 +310,13 @@ def expanded_pod(obj: Mapping[str, Any], namespace: str | None) -> dict[str, Any
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
 
 
-def object_resource(obj: Mapping[str, Any], namespace: str | None) -> Resource:
+def object_resource(obj: Mapping[str, Any], namespace: str | None,
+                    namespace_labels: Mapping[str, str] | None = None) -> Resource:
     """Any Kubernetes object as a resource of category `other`, for the Rego admission
     policies that judge every kind (Services, Ingresses, Namespaces)."""
     kind = str(obj.get("kind") or "")
     name = str(_get(obj, "metadata", "name") or _get(obj, "metadata", "generateName") or "")
     ident = f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
     return Resource(id=ident, provider="kubernetes", category=Category.OTHER, kind=kind,
-                    name=name, namespace=namespace, raw=dict(obj))
+                    name=name, namespace=namespace, raw=dict(obj),
+                    namespace_labels=dict(namespace_labels or {}))

@@ -190,7 +190,7 @@ class Judge:
         labels = self.caches.namespace_labels(_namespace_of(obj))
         resource = workload_resource(obj, labels, catalog=self.catalog, state=State.PLANNED)
         if resource is None and getattr(self.evaluator, "judges_every_kind", False):
-            return obj, object_resource(obj, _namespace_of(obj))
+            return obj, object_resource(obj, _namespace_of(obj), labels)
         if resource is None:
             return None
         return obj, self.with_node_gpu_model(resource, obj)
