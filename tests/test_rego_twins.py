@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from engine.core.evaluate import Engine
-from engine.core.model import Finding, Report, State
+from engine.core.model import Category, Finding, Report, State
 from engine.core.policy import CompiledPolicy
 from engine.loading.policies import load_policies
 from engine.rego.inputs import (
@@ -204,7 +204,26 @@ def labelled_variants() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "unreadable quantity", bad_quantity
 
 
-CASES = [*admission_documents(), *labelled_variants()]
+MANIFESTS = REPO / "tests" / "data" / "manifests"
+
+
+def corpus_manifests() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The public GPU manifests of every kind (training jobs, Ray, LWS, JobSet, Volcano, KServe,
+    Spark, DRA, HAMi), none with cost labels, and each GPU one with all labels on its object."""
+    for path in sorted(MANIFESTS.rglob("*.yaml")):
+        if path.name == "expected.yaml":
+            continue
+        for index, document in enumerate(yaml.safe_load_all(path.read_text("utf-8"))):
+            if isinstance(document, dict) and document.get("kind"):
+                name = f"{path.relative_to(MANIFESTS)}#{index}"
+                yield name, document
+                labelled = copy.deepcopy(document)
+                labelled.setdefault("metadata", {})["labels"] = {
+                    "team": "t", "project": "p", "cost-center": "c"}
+                yield f"{name} labelled", labelled
+
+
+CASES = [*admission_documents(), *labelled_variants(), *corpus_manifests()]
 
 
 def admit(engine: Engine, document: dict[str, Any]) -> Report | None:
@@ -216,8 +235,8 @@ def admit(engine: Engine, document: dict[str, Any]) -> Report | None:
     if not metadata.get("namespace") and request.get("namespace"):
         obj = {**obj, "metadata": {**metadata, "namespace": request["namespace"]}}
     resource = workload_resource(obj, {}, catalog=engine.catalog, state=State.PLANNED)
-    if resource is None:
-        return None
+    if resource is None or resource.category is not Category.WORKLOAD:
+        return None  # the twin is for workloads (a Karpenter NodePool is a node group)
     with admission_request({**request, "object": obj}):
         return engine.evaluate([resource], NOW, door="admission")
 
