@@ -19,7 +19,7 @@ from engine.rego.inputs import admission_request, request_for_manifest
 from engine.rego.policy import RegoProgram
 
 LIBRARY = Path(__file__).parent / "data" / "gatekeeper"
-TEMPLATES = ["requiredlabels", "allowedrepos"]
+TEMPLATES = ["requiredlabels", "allowedrepos", "containerlimits"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
