@@ -287,8 +287,9 @@ def scan(
     prices: PricesOpt = None,
     catalog: CatalogOpt = None,
     billing: Annotated[Path | None, typer.Option("--billing", help="A FOCUS 1.x cost export "
-                                                 "(CSV): resources in it are priced at their "
-                                                 "billed rate.")] = None,
+                                                 "(CSV, or .parquet with the [billing] extra): "
+                                                 "resources in it are priced at their billed "
+                                                 "rate.")] = None,
     enforce: Annotated[bool, typer.Option(
         "--enforce", help="Apply remediations (default: dry-run, which changes nothing).")] = False,
     max_actions: Annotated[int, typer.Option(

@@ -81,3 +81,20 @@ def test_bad_exports_are_one_line_exit_2(tmp_path: Path, text: str) -> None:
         capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "gpuwarden: error:" in result.stderr
+
+
+def test_parquet_export_gives_the_csv_rates(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    parquet = tmp_path / "focus.parquet"
+    connection = duckdb.connect(":memory:")
+    connection.execute(  # typed as exports write them: timestamps with zone, costs as decimals
+        "COPY (SELECT * REPLACE (CAST(ChargePeriodStart AS TIMESTAMPTZ) AS ChargePeriodStart, "
+        "CAST(ChargePeriodEnd AS TIMESTAMPTZ) AS ChargePeriodEnd, "
+        "CAST(EffectiveCost AS DECIMAL(18, 6)) AS EffectiveCost) "
+        f"FROM read_csv('{SAMPLE}', all_varchar = true)) TO '{parquet}' (FORMAT parquet)")
+    connection.close()
+    from_csv, from_parquet = read_focus_export(SAMPLE), read_focus_export(parquet)
+    assert from_parquet.keys() == from_csv.keys()
+    for key, rate in from_csv.items():
+        assert from_parquet[key].usd_per_h == pytest.approx(rate.usd_per_h)
+        assert from_parquet[key].window == rate.window

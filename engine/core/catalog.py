@@ -450,8 +450,10 @@ def builtin_catalog() -> Catalog:
 
 def derived(base: Catalog, table: TypeTable, note: str, overridden: set[str]) -> Catalog:
     """A catalog like `base` with another type table (the same GPUs, MIG tables, discounts)."""
-    return Catalog(None, lambda: base.accelerators, base.mig_profiles, base.spot_discounts,
+    made = Catalog(None, lambda: base.accelerators, base.mig_profiles, base.spot_discounts,
                    f"{base.source_note}; {note}", base.overridden | overridden, table=table)
+    made.billed = base.billed  # a type learned after --billing keeps the billed rates
+    return made
 
 
 def with_billed_rates(base: Catalog, rates: BilledRates, note: str) -> Catalog:

@@ -1,6 +1,7 @@
-"""FOCUS 1.x cost and usage exports (`scan --billing FILE`, CSV): each resource's billed rate,
-its `EffectiveCost` summed over the export's usage rows per hour of the export's charge
-window (the earliest `ChargePeriodStart` to the latest `ChargePeriodEnd`)."""
+"""FOCUS 1.x cost and usage exports (`scan --billing FILE`, CSV, or Parquet through DuckDB, the
+optional `[billing]` extra): each resource's billed rate, its `EffectiveCost` summed over the
+export's usage rows per hour of the export's charge window (the earliest `ChargePeriodStart` to
+the latest `ChargePeriodEnd`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from engine.core.billing import BilledRate, BilledRates, billing_key
 from engine.core.errors import InputError
@@ -41,6 +43,10 @@ def read_focus_export(path: Path) -> BilledRates:
         raise InputError(f"billing export is larger than {MAX_EXPORT_BYTES // 2**30} GiB",
                          file=str(path))
     totals = _Totals()
+    if path.suffix.lower() == ".parquet":
+        for line, row in _parquet_rows(path):
+            _add_row(totals, row, str(path), line)
+        return _rates(totals, path.name, str(path))
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             for line, row in _rows(handle, str(path)):
@@ -65,6 +71,51 @@ def _rows(handle: Iterator[str], path: str) -> Iterator[tuple[int, Mapping[str, 
             raise InputError(f"billing export has more than {MAX_ROWS} rows", file=path,
                              line=line)
         yield line, row
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Mapping[str, str | None]]]:
+    """The usage rows of a Parquet export, summed per resource and currency by DuckDB (which
+    scales to exports of millions of rows), as rows `_add_row` reads."""
+    try:
+        import duckdb
+    except ImportError:
+        raise InputError("a Parquet export needs DuckDB (the gpuwarden[billing] extra)",
+                         file=str(path)) from None
+    connection = duckdb.connect(":memory:")
+    try:
+        columns = {row[0] for row in connection.execute(
+            "DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()}
+        missing = [c for c in REQUIRED if c not in columns]
+        if missing:
+            raise InputError(f"not a FOCUS export: missing the columns {', '.join(missing)}",
+                             file=str(path))
+        usage = "ChargeCategory = 'Usage'" if "ChargeCategory" in columns else "TRUE"
+        cursor = connection.execute(
+            "SELECT CAST(ResourceId AS VARCHAR), CAST(BillingCurrency AS VARCHAR), "
+            "SUM(CAST(EffectiveCost AS DOUBLE)), MIN(ChargePeriodStart), MAX(ChargePeriodEnd) "
+            f"FROM read_parquet(?) WHERE {usage} AND ResourceId IS NOT NULL "
+            "GROUP BY 1, 2", [str(path)])
+        yield from _grouped_rows(cursor, str(path))
+    except duckdb.Error as exc:
+        raise InputError(f"cannot read the Parquet export: {str(exc)[:200]}",
+                         file=str(path)) from None
+    finally:
+        connection.close()
+
+
+def _grouped_rows(cursor: Any, path: str) -> Iterator[tuple[int, Mapping[str, str | None]]]:
+    for line, (resource, currency, cost, start, end) in enumerate(iter(cursor.fetchone, None),
+                                                                  start=1):
+        if line > MAX_ROWS:
+            raise InputError(f"billing export has more than {MAX_ROWS} resources", file=path)
+        yield line, {"ResourceId": resource, "BillingCurrency": currency,
+                     "EffectiveCost": None if cost is None else repr(cost),
+                     "ChargePeriodStart": _text(start), "ChargePeriodEnd": _text(end)}
+
+
+def _text(value: object) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else (
+        None if value is None else str(value))
 
 
 def _add_row(totals: _Totals, row: Mapping[str, str | None], path: str, line: int) -> None:
