@@ -665,7 +665,8 @@ def catalog_refresh(
     text, skipped = refreshed_file(cloud, list(region or []), builtin_catalog(), endpoint_url)
     if skipped:
         typer.echo(f"gpuwarden: {len(skipped)} priced types are not in the catalog and were "
-                   f"left out (add them with --catalog): {', '.join(skipped[:5])}", err=True)
+                   f"left out (add them with --catalog): {printable(', '.join(skipped[:5]))}",
+                   err=True)
     _emit(text, output)
 
 

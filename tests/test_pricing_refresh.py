@@ -195,3 +195,22 @@ def test_refresh_bad_cloud_and_unreachable_api_are_one_line_exit_2(tmp_path: Pat
         assert result.returncode == 2, result.stderr
         assert result.stderr.count("\n") == 1 and "gpuwarden: error:" in result.stderr
         assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("pages", [
+    [b"<html>maintenance</html>"],
+    [json.dumps({"Items": [], "NextPageLink": "https://elsewhere.example/prices"}).encode()],
+    [json.dumps({"Items": "nope", "NextPageLink": None}).encode()],
+])
+def test_azure_hostile_pages_are_input_errors_or_ignored(pages: list[bytes]) -> None:
+    from engine.core.errors import InputError
+    from engine.pricing.azure import azure_prices
+
+    answers = iter(pages)
+    try:
+        rows = azure_prices(["eastus"], "https://prices.azure.com/api/retail/prices",
+                            fetch=lambda url: next(answers))
+    except InputError as exc:
+        assert "Azure Retail Prices API" in str(exc)
+    else:
+        assert rows == []

@@ -78,10 +78,19 @@ def _hourly_usd(text: str) -> tuple[float, str] | None:
         return None
     for term in terms.values() if isinstance(terms, dict) else []:
         for dimension in (term.get("priceDimensions") or {}).values():
-            usd = (dimension.get("pricePerUnit") or {}).get("USD")
-            if dimension.get("unit") == "Hrs" and usd is not None and float(usd) > 0:
-                return float(usd), str(term.get("effectiveDate") or "")[:10]
+            usd = _price((dimension.get("pricePerUnit") or {}).get("USD"))
+            if dimension.get("unit") == "Hrs" and usd:
+                return usd, str(term.get("effectiveDate") or "")[:10]
     return None
+
+
+def _price(value: object) -> float | None:
+    """A price the API gave as a decimal string, None when it is not a plausible one."""
+    try:
+        price = float(str(value))
+    except ValueError:
+        return None
+    return price if 0 <= price < 1e6 else None
 
 
 def _spot(client: Any, types: list[str], now: datetime) -> dict[str, float]:
@@ -92,10 +101,10 @@ def _spot(client: Any, types: list[str], now: datetime) -> dict[str, float]:
             StartTime=now, EndTime=now, PaginationConfig={"MaxItems": MAX_PAGES * 1000})
         for page in pages:
             for entry in page.get("SpotPriceHistory") or []:
-                key = (entry["InstanceType"], entry.get("AvailabilityZone", ""))
-                stamp = entry.get("Timestamp") or now
-                if key not in latest or latest[key][0] < stamp:
-                    latest[key] = (stamp, float(entry["SpotPrice"]))
+                key = (str(entry.get("InstanceType")), str(entry.get("AvailabilityZone")))
+                stamp, price = entry.get("Timestamp") or now, _price(entry.get("SpotPrice"))
+                if price is not None and (key not in latest or latest[key][0] < stamp):
+                    latest[key] = (stamp, price)
     by_type: dict[str, list[float]] = {}
     for (name, _zone), (_stamp, price) in latest.items():
         by_type.setdefault(name, []).append(price)

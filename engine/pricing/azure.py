@@ -76,7 +76,7 @@ def _region_rows(region: str, items: Iterator[dict[str, Any]]) -> list[PriceRow]
         price = _linux_hourly_usd(item)
         if price is None:
             continue
-        size = str(item.get("armSkuName") or "")
+        size = str(item.get("armSkuName"))[:256]
         date = str(item.get("effectiveStartDate") or "")[:10]
         spot_row = "Spot" in str(item.get("skuName") or "") or "Spot" in str(
             item.get("meterName") or "")
@@ -94,7 +94,9 @@ def _linux_hourly_usd(item: dict[str, Any]) -> float | None:
             or not item.get("armSkuName")):
         return None
     price = item.get("retailPrice")
-    return float(price) if isinstance(price, int | float) and 0 <= price < 1e6 else None
+    if isinstance(price, bool) or not isinstance(price, int | float):
+        return None
+    return float(price) if 0 <= price < 1e6 else None
 
 
 def _value(found: tuple[float, str] | None) -> float | None:
