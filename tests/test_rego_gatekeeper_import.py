@@ -106,6 +106,18 @@ def test_a_template_that_is_not_yaml_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
+def test_a_template_name_cannot_leave_the_output_directory(tmp_path: Path) -> None:
+    template = yaml.safe_load((LIBRARY / "allowedrepos" / "template.yaml").read_text())
+    template["metadata"]["name"] = "../escaped"
+    path = tmp_path / "template.yaml"
+    path.write_text(yaml.safe_dump(template))
+    constraint = next((LIBRARY / "allowedrepos" / "samples").rglob("constraint.yaml"))
+    done = _cli("policies", "import-gatekeeper", str(path), str(constraint),
+                "-o", str(tmp_path / "out"))
+    assert done.returncode == 2 and "is not a lowercase DNS name" in done.stderr
+    assert not (tmp_path / "escaped.rego").exists()
+
+
 POD = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "p", "namespace": "team-a", "labels": {"app": "web", "tier": "1"}}}
 

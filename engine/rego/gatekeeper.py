@@ -33,6 +33,7 @@ TARGET = "admission.k8s.gatekeeper.sh"
 TEMPLATE_API_GROUP = "templates.gatekeeper.sh/"
 MAX_CONSTRAINTS = 256
 _ID_CHARS = re.compile(r"[^a-z0-9-]+")
+_TEMPLATE_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")  # a file name, too
 _ENFORCEMENT = {"deny": "deny", "warn": "warn", "dryrun": "off"}
 
 
@@ -77,13 +78,18 @@ def _get(node: Any, *keys: str) -> Any:
     return node
 
 
+def _list(value: Any) -> list[Any]:
+    """A YAML list, or [] for anything else (hostile shapes are read as absent)."""
+    return list(value) if isinstance(value, list) else []
+
+
 def _template_rego(target: Mapping[str, Any], file: str) -> tuple[str, list[Any]]:
     """The Rego source and libs of a target: inline, or its `code` entry for engine Rego."""
     if isinstance(target.get("rego"), str):
-        return target["rego"], list(target.get("libs") or [])
-    for code in target.get("code") or []:
+        return target["rego"], _list(target.get("libs"))
+    for code in _list(target.get("code")):
         if _get(code, "engine") == "Rego" and isinstance(_get(code, "source", "rego"), str):
-            return code["source"]["rego"], list(_get(code, "source", "libs") or [])
+            return code["source"]["rego"], _list(_get(code, "source", "libs"))
     raise InputError(f"the {TARGET} target has no Rego (only Rego templates are imported)",
                      file=file)
 
@@ -99,10 +105,12 @@ def read_template(path: Path) -> Template:
                          "or v1beta1", file=file)
     kind = _get(doc, "spec", "crd", "spec", "names", "kind")
     name = _get(doc, "metadata", "name")
-    targets = [t for t in _get(doc, "spec", "targets") or [] if _get(t, "target") == TARGET]
+    targets = [t for t in _list(_get(doc, "spec", "targets")) if _get(t, "target") == TARGET]
     if not isinstance(kind, str) or not isinstance(name, str) or not targets:
         raise InputError(f"a ConstraintTemplate needs metadata.name, spec.crd.spec.names.kind "
-                         f"and a {TARGET} target", file=file)
+                         f"and an {TARGET} target", file=file)
+    if not _TEMPLATE_NAME.match(name):
+        raise InputError(f"metadata.name {name[:64]!r} is not a lowercase DNS name", file=file)
     rego, libs = _template_rego(targets[0], file)
     if not all(isinstance(lib, str) for lib in libs):
         raise InputError("libs must be Rego texts", file=file)
