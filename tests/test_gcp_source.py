@@ -35,6 +35,7 @@ from engine.core.catalog import builtin_catalog
 from engine.core.errors import InputError
 from engine.core.model import Capacity, Category, State
 from engine.sources import gcp
+from engine.sources.gcp import machine_types
 from engine.sources.registry import ScanOptions
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot
 from remediations.gcp_actions import VIOLATION_LABEL, apply_gcp_remediations
@@ -174,6 +175,7 @@ class FakeGcp:
     locked: set[str] = field(default_factory=set)  # instances whose stop/setLabels answer 403
     throttled: dict[str, int] = field(default_factory=dict)  # project → 429 answers still due
     reject_all: bool = False  # every call answers 401
+    machine_types: dict[str, compute_v1.MachineType] = field(default_factory=dict)
     page_size: int = 2  # scopes per aggregated-list page
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -256,9 +258,18 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
                                               f"{project_id}' was not found", "notFound"))
             if parts[4] == "aggregated":
                 return self._aggregated(state, parts[5], query)
+            if parts[4] == "zones" and len(parts) == 8 and parts[6] == "machineTypes":
+                return self._machine_type(parts[7])
             if parts[4] == "zones" and len(parts) >= 8 and parts[6] == "instances":
                 return self._instance(project_id, parts[5], parts[7], parts[8:])
             return self._send(404, _error(404, "NOT_FOUND", "no such path", "notFound"))
+
+        def _machine_type(self, name: str) -> None:
+            found = api.machine_types.get(name)
+            if found is None:
+                return self._send(404, _error(404, "NOT_FOUND", f"The resource 'machineTypes/"
+                                              f"{name}' was not found", "notFound"))
+            return self._send(200, compute_v1.MachineType.to_json(found))
 
         def _aggregated(self, state: ProjectState, collection: str,
                         query: dict[str, list[str]]) -> None:
@@ -420,6 +431,45 @@ def test_instances_and_disks_normalize_from_the_api(fake_gcp: FakeGcp) -> None:
     assert (shared.kind, shared.region, shared.customer_key) == (
         "google_compute_region_disk", "us-central1", False)
     assert len(collected.resources) == 8
+
+
+def _with_new_machine_types(api: FakeGcp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two instances of a machine type newer than the catalog, which Compute Engine serves, and
+    one of a type it does not know either."""
+    monkeypatch.setattr(machine_types, "_remembered", {})
+    zone = "us-central1-a"
+    api.projects["ml-dev"].instances[f"zones/{zone}"] += [
+        instance("ml-dev", zone, name, machine, labels=COST_LABELS)
+        for name, machine in (("future-1", "a9-highgpu-8g"), ("future-2", "a9-highgpu-8g"),
+                              ("typo", "a9-higpu-8g"))]
+    api.machine_types["a9-highgpu-8g"] = compute_v1.MachineType(
+        name="a9-highgpu-8g", guest_cpus=208, memory_mb=1_900_000, zone=zone,
+        accelerators=[compute_v1.Accelerators(guest_accelerator_type="nvidia-h100-80gb",
+                                              guest_accelerator_count=8)])
+
+
+def test_a_machine_type_the_catalog_lacks_is_asked_once_at_the_runtime_door(
+    fake_gcp: FakeGcp, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    _with_new_machine_types(fake_gcp, monkeypatch)
+    saved = tmp_path / "gcp.snapshot.json"
+    _, live, _ = scan(capsys, monkeypatch, "--project", "ml-dev", "--save-snapshot", str(saved))
+    asked = [r.path.rsplit("/", 1)[-1] for r in fake_gcp.requests if "/machineTypes/" in r.path]
+    assert sorted(asked) == ["a9-highgpu-8g", "a9-higpu-8g"]  # once per type, not per instance
+    spot = {f["resource"]["id"].rsplit("/", 1)[-1]: f for f in live["findings"]
+            if f["policy"] == "gpu-spot-required"}
+    for name in ("future-1", "future-2"):
+        assert spot[name]["result"] == "fail"
+        assert "runs 8 NVIDIA H100" in spot[name]["message"]
+    assert spot["typo"]["result"] == "unknown"  # Compute Engine does not know it either
+    requests = len(fake_gcp.requests)
+    code, out, err = run_cli(["scan", "--source", f"snapshot:{saved}", "--now", OFF_HOURS_ISO,
+                              "--format", "json"], capsys, monkeypatch)
+    assert code == 1, err
+    assert failing(json.loads(out)) == failing(live)
+    assert len(fake_gcp.requests) == requests  # the replay knows the learned type offline
+    assert [t["name"] for t in read_snapshot(saved)["gcp"]["machine_types"]] == ["a9-highgpu-8g"]
 
 
 def test_aggregated_lists_follow_page_tokens_and_report_unreachable_zones(

@@ -33,6 +33,7 @@ from engine.core.catalog import Catalog
 from engine.sources.collected import Collected, ScanOptions
 from engine.sources.gcp.clients import SCOPES, GcpClients, GcpSettings, RetryAfter, connect
 from engine.sources.gcp.failures import ProjectFailed, describe_error
+from engine.sources.gcp.machine_types import learned_catalog, read_machine_types
 from engine.sources.gcp.normalizers import (
     DISK_KIND,
     INSTANCE_KIND,
@@ -91,9 +92,10 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
     clients = connect(SETTINGS)
     wanted = [p.strip() for p in arg.split(",")] if arg else list(options.projects)
     estates, warnings = list_estate(clients, list_projects(clients, wanted), options.max_workers)
+    machine_types, type_warnings = read_machine_types(clients, estates, catalog)
     return Collected(
-        resources=estate_resources(estates, catalog),
-        snapshot={"gcp": gcp_snapshot(estates)},
+        resources=estate_resources(estates, learned_catalog(catalog, machine_types)),
+        snapshot={"gcp": gcp_snapshot(estates, machine_types)},
         clients={"gcp": clients},
-        warnings=warnings,
+        warnings=warnings + type_warnings,
     )

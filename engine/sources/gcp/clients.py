@@ -35,6 +35,7 @@ class GcpClients:
     disks: Any  # compute_v1.DisksClient
     projects: Any  # resourcemanager_v3.ProjectsClient
     retry: Any = None  # applied to every call
+    machine_types: Any = None  # compute_v1.MachineTypesClient (types the catalog lacks)
 
 
 class RetryAfter:
@@ -100,6 +101,8 @@ def connect(settings: GcpSettings | None = None) -> GcpClients:
             credentials=credentials, transport="rest",
             client_options=options(settings.resource_manager_endpoint)),
         retry=RetryAfter(settings.max_attempts, settings.max_retry_wait_s),
+        machine_types=compute_v1.MachineTypesClient(
+            credentials=credentials, transport="rest", client_options=compute_options),
     )
 
 

@@ -38,6 +38,9 @@ def _plain(message: Any) -> dict[str, Any]:
     return found
 
 
+plain = _plain  # for the machine types read at the runtime door
+
+
 def list_projects(clients: GcpClients, wanted: Iterable[str] = ()) -> list[dict[str, Any]]:
     """The projects to scan: those named (with their labels when readable), else every active
     project the credentials can see."""

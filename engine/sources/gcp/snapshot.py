@@ -8,22 +8,30 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.core.model import Resource
+from engine.sources.gcp.machine_types import learned_catalog
 from engine.sources.gcp.normalizers import estate_resources
 from engine.sources.gcp.readers import ProjectEstate
 from engine.sources.gcp.shapes import SECTION_SHAPES, ProjectShape
 from engine.sources.sections import SnapshotContext, checked_scopes, section
 
 
-def gcp_snapshot(estates: Iterable[ProjectEstate]) -> dict[str, Any]:
-    """The `gcp:` section of a snapshot bundle."""
-    return {"projects": [{"project": e.project, "instances": e.instances, "disks": e.disks}
-                         for e in estates]}
+def gcp_snapshot(estates: Iterable[ProjectEstate],
+                 machine_types: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The `gcp:` section of a snapshot bundle (with the machine types asked at the runtime
+    door, so a replay knows them too)."""
+    section: dict[str, Any] = {
+        "projects": [{"project": e.project, "instances": e.instances, "disks": e.disks}
+                     for e in estates]}
+    if machine_types:
+        section["machine_types"] = machine_types
+    return section
 
 
 @section("gcp")
 def read_snapshot_section(value: Any, ctx: SnapshotContext) -> list[Resource]:
     """Snapshot section `gcp: {projects: [{project, instances, disks}]}`."""
-    return estate_resources(_estates_from_section(value, ctx.file), ctx.catalog)
+    estates = _estates_from_section(value, ctx.file)
+    return estate_resources(estates, learned_catalog(ctx.catalog, value.get("machine_types")))
 
 
 def _estates_from_section(value: Any, file: str) -> list[ProjectEstate]:
