@@ -44,6 +44,7 @@ from engine.core.catalog import builtin_catalog  # noqa: E402
 from engine.core.errors import InputError  # noqa: E402
 from engine.core.model import Capacity, Category, State  # noqa: E402
 from engine.sources import azure  # noqa: E402
+from engine.sources.azure import vm_sizes  # noqa: E402
 from engine.sources.registry import ScanOptions  # noqa: E402
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot  # noqa: E402
 from remediations.azure_actions import VIOLATION_TAG, apply_azure_remediations  # noqa: E402
@@ -206,6 +207,7 @@ class FakeArm:
     locked: set[str] = field(default_factory=set)  # VMs whose deallocate answers 403
     throttled: dict[str, int] = field(default_factory=dict)  # subscription → 429s still due
     reject_all: bool = False
+    skus: list[dict[str, Any]] = field(default_factory=list)  # Microsoft.Compute/skus
     page_size: int = 2
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -303,6 +305,11 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                 status_only = query.get("statusOnly") == ["true"]
                 return self._page([self._vm_json(vm, status_only) for vm in state.vms], path,
                                   query)
+            if listing == "providers/Microsoft.Compute/skus":
+                wanted = (query.get("$filter") or [""])[0]
+                return self._page([k for k in api.skus
+                                   if f"location eq '{k['locations'][0]}'" == wanted],
+                                  path, query)
             if listing == "providers/Microsoft.Compute/disks":
                 return self._page([d.as_dict() for d in state.disks], path, query)
             if listing == "providers/Microsoft.ContainerService/managedClusters":
@@ -548,6 +555,47 @@ def test_require_customer_key_flags_disks_without_a_disk_encryption_set(
                          "    parameters: {require_customer_key: true}\n")
     report, _ = scan(capsys, monkeypatch, "--policies", "builtin", "--policies", str(overrides))
     assert set(by_policy(report, "encryption-at-rest")) == {"train-a100_OsDisk", "scratch"}
+
+
+def _sku(name: str, location: str, **capabilities: str) -> dict[str, Any]:
+    return {"resourceType": "virtualMachines", "name": name, "tier": "Standard",
+            "size": name.removeprefix("Standard_"), "locations": [location],
+            "capabilities": [{"name": k, "value": v} for k, v in capabilities.items()]}
+
+
+def test_a_vm_size_the_catalog_lacks_is_asked_once_at_the_runtime_door(
+    fake_arm: FakeArm, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setattr(vm_sizes, "_remembered", {})
+    fake_arm.subscriptions[DEV].vms += [
+        virtual_machine(DEV, name, size, tags=COST_TAGS)
+        for name, size in (("future-1", "Standard_NC96ads_Z9_v9"),
+                           ("future-2", "standard_nc96ads_z9_v9"),  # as configs write it
+                           ("typo", "Standard_NC96ads_Z9_v0"))]
+    fake_arm.skus = [
+        _sku("Standard_NC96ads_Z9_v9", "eastus", GPUs="4", vCPUs="96", MemoryGB="880"),
+        _sku("Standard_NC96ads_Z9_v9", "westeurope", GPUs="4", vCPUs="96", MemoryGB="880"),
+        _sku("Standard_D2s_v9", "eastus", vCPUs="2", MemoryGB="8"),
+    ]
+    saved = tmp_path / "azure.snapshot.json"
+    live, _ = scan(capsys, monkeypatch, "--subscription", DEV, "--save-snapshot", str(saved))
+    asked = [r for r in fake_arm.requests if r.path.endswith("/providers/Microsoft.Compute/skus")]
+    assert [r.query["$filter"] for r in asked] == [["location eq 'eastus'"]]  # once
+    spot = {name_of(f["resource"]["id"]): f for f in live["findings"]
+            if f["policy"] == "gpu-spot-required"}
+    for name in ("future-1", "future-2"):
+        assert spot[name]["result"] == "fail"
+        assert "runs 4 GPU" in spot[name]["message"]
+    assert spot["typo"]["result"] == "unknown"  # the SKU listing does not hold it either
+    requests = len(fake_arm.requests)
+    code, out, err = run_cli(["scan", "--source", f"snapshot:{saved}", "--now",
+                              OFF_HOURS.isoformat(), "--format", "json"], capsys, monkeypatch)
+    assert code == 1, err
+    assert failing(json.loads(out)) == failing(live)
+    assert len(fake_arm.requests) == requests  # the replay knows the learned size offline
+    assert [t["name"] for t in read_snapshot(saved)["azure"]["vm_sizes"]] == [
+        "Standard_NC96ads_Z9_v9"]
 
 
 def test_snapshot_round_trip_gives_the_same_findings(

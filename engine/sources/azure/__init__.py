@@ -60,6 +60,7 @@ from engine.sources.azure.readers import (
     plain,
 )
 from engine.sources.azure.snapshot import azure_snapshot, read_snapshot_section
+from engine.sources.azure.vm_sizes import learned_catalog, read_vm_sizes
 from engine.sources.collected import Collected, ScanOptions
 
 __all__ = [
@@ -102,9 +103,10 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
     wanted = [s.strip() for s in arg.split(",")] if arg else list(options.subscriptions)
     subscriptions = list_subscriptions(clients, wanted)
     estates, warnings = list_estate(clients, subscriptions, options.max_workers)
+    vm_sizes, size_warnings = read_vm_sizes(clients, estates, catalog)
     return Collected(
-        resources=estate_resources(estates, catalog),
-        snapshot={"azure": azure_snapshot(estates)},
+        resources=estate_resources(estates, learned_catalog(catalog, vm_sizes)),
+        snapshot={"azure": azure_snapshot(estates, vm_sizes)},
         clients={"azure": clients},
-        warnings=warnings,
+        warnings=warnings + size_warnings,
     )
