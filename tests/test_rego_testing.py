@@ -42,7 +42,7 @@ def test_the_shipped_rego_examples_pass_their_tests(capsys: pytest.CaptureFixtur
     assert "PASS  data.gpuwarden.spot_test.test_on_demand_gpu_instance_is_denied" in out
     assert "PASS  data.k8srequiredlabels_test.test_missing_label_is_a_violation" in out
     assert "twins_test.yaml: the spot twin denies" in out
-    assert out.strip().splitlines()[-1] == "20 passed, 0 failed, 0 errors (20 tests)"
+    assert out.strip().splitlines()[-1] == "23 passed, 0 failed, 0 errors (23 tests)"
 
 
 def test_failing_and_erroring_rego_tests_exit_1(tmp_path: Path,

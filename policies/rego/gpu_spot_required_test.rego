@@ -58,3 +58,15 @@ test_messages_name_the_resource if {
 	some m in spot.deny with input as plan([instance("aws_instance.a", {"instance_type": "g5.xlarge", "tags_all": {}}, {})])
 	contains(m.msg, "aws_instance.a")
 }
+
+test_instance_in_a_capacity_reservation_passes if {
+	changes := [instance("aws_instance.a", {"instance_type": "p5.48xlarge", "tags_all": {}, "capacity_reservation_specification": [{"capacity_reservation_preference": "", "capacity_reservation_target": [{"capacity_reservation_id": "cr-1"}]}]}, {})]
+	denied(changes) == set()
+	undecided(changes) == set()
+}
+
+test_capacity_block_passes_and_open_preference_alone_does_not if {
+	block := instance("aws_instance.a", {"instance_type": "p5.48xlarge", "tags_all": {}, "instance_market_options": [{"market_type": "capacity-block"}]}, {})
+	open := instance("aws_instance.b", {"instance_type": "p5.48xlarge", "tags_all": {}, "capacity_reservation_specification": [{"capacity_reservation_preference": "open", "capacity_reservation_target": []}]}, {})
+	denied([block, open]) == {"aws_instance.b"}
+}

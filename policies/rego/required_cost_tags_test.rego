@@ -49,3 +49,16 @@ test_required_tags_come_from_the_parameters if {
 	custom := object.union(review(gpu_pod({"team": "a"})), {"parameters": {"required_tags": ["team"]}})
 	count(cost_tags.deny) == 0 with input as custom
 }
+
+test_training_kinds_are_read_with_their_replica_templates if {
+	job := {
+		"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+		"metadata": {"name": "t", "labels": {"team": "a"}},
+		"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {
+			"metadata": {"labels": {"project": "b"}},
+			"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
+		}}}},
+	}
+	some m in cost_tags.deny with input as review(job)
+	m.details.missing_tags == ["cost-center"]
+}
