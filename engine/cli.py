@@ -19,6 +19,7 @@ from engine.core.model import Report, Resource, Severity
 from engine.outputs.registry import FORMATS
 
 if TYPE_CHECKING:
+    from engine.notify.targets import Target
     from engine.pipeline import ScanRequest
     from remediations.runner import Deadline
 
@@ -303,6 +304,13 @@ def scan(
     save_snapshot: Annotated[Path | None, typer.Option(
         "--save-snapshot", help="Save what the sources read, to replay with snapshot:FILE.")
     ] = None,
+    notify: Annotated[list[str] | None, typer.Option(
+        "--notify", metavar="URL", help="Send new failing findings, once, as one digest: a "
+        "Slack incoming webhook, any other http(s) URL (JSON), or sns:ARN (repeatable).")
+    ] = None,
+    notify_state: Annotated[Path | None, typer.Option(
+        "--notify-state", help="Which findings were already notified (default: "
+        "gpuwarden-notified.json next to --audit-log).")] = None,
     region: Annotated[list[str] | None, typer.Option(
         "--region", help="AWS regions (repeatable; default: the profile's region).")] = None,
     role_arn: Annotated[list[str] | None, typer.Option(
@@ -350,8 +358,23 @@ def scan(
         catalog_file=catalog, billing=billing,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
         save_snapshot=save_snapshot)
+    targets = _notify_targets(notify)
     result = run_scan(request, _ScanProgress(show=not quiet))
+    if targets:
+        from engine.notify import notify as send_notifications
+        from engine.notify.state import default_state_path
+
+        send_notifications(result.report, targets, notify_state or default_state_path(audit_log),
+                           console.warn)
     _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
+
+
+def _notify_targets(values: list[str] | None) -> tuple[Target, ...]:
+    if not values:
+        return ()
+    from engine.notify.targets import parse_targets
+
+    return parse_targets(values)
 
 
 def _scan_sources(demo: bool, source: list[str] | None, policies: list[str] | None
