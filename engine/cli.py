@@ -16,6 +16,7 @@ import typer
 from engine import console
 from engine.core.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
 from engine.core.model import Report, Resource, Severity
+from engine.history import commands as history_commands
 from engine.outputs.registry import FORMATS
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ FormatOpt = Annotated[str, typer.Option("--format", "-f", help="|".join(FORMATS)
 OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")]
 FailOnOpt = Annotated[Severity, typer.Option("--fail-on", help="Lowest severity that fails.")]
 NowOpt = Annotated[str | None, typer.Option("--now", help="Evaluation clock, ISO 8601.")]
+HistoryOpt = Annotated[str | None, typer.Option(
+    "--history", metavar="URL", help="Run history: an SQLite file (sqlite:///path.db or a path); "
+    "each run's report and snapshot are recorded.")]
 UnknownOpt = Annotated[str, typer.Option("--unknown", help="warn|fail|pass")]
 SoftFailOpt = Annotated[bool, typer.Option("--soft-fail", help="Always exit 0 on findings.")]
 ShowPassedOpt = Annotated[bool, typer.Option("--show-passed", help="List passes too.")]
@@ -175,6 +179,7 @@ def check_plan(
                                                   "listed in this baseline file.")] = None,
     write_baseline: Annotated[Path | None, typer.Option("--write-baseline", help="Write the "
                                                         "current findings as a baseline.")] = None,
+    history: HistoryOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """PR check: evaluate Terraform plans (JSON) against the policies."""
@@ -206,6 +211,13 @@ def check_plan(
         from engine.baseline import apply_baseline, read_baseline
 
         report = apply_baseline(report, read_baseline(baseline))
+    if history is not None:
+        from engine.history.record import record_run, resources_snapshot
+        from engine.pipeline import render_report
+
+        record_run(history, at=instant, command="check-plan", source=",".join(plans),
+                   report_json=render_report(report, "json", engine),
+                   snapshot=resources_snapshot(resources))
     source = _display_path(plans[0]) if len(plans) == 1 else None
     _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
 
@@ -329,6 +341,7 @@ def scan(
     prometheus_ca: PrometheusCaOpt = None,
     dcgm_url: DcgmUrlOpt = None,
     window: WindowOpt = 3600,
+    history: HistoryOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Scan live or exported state (or the demo estate) against the policies."""
@@ -360,6 +373,8 @@ def scan(
         save_snapshot=save_snapshot)
     targets = _notify_targets(notify)
     result = run_scan(request, _ScanProgress(show=not quiet))
+    if history is not None:
+        history_commands.record_scan(history, request, result)
     if targets:
         from engine.notify import notify as send_notifications
         from engine.notify.state import default_state_path
@@ -691,6 +706,10 @@ def catalog_refresh(
                    f"left out (add them with --catalog): {printable(', '.join(skipped[:5]))}",
                    err=True)
     _emit(text, output)
+
+
+app.command("history")(history_commands.history_cmd)
+app.command("what-if")(history_commands.what_if_cmd)
 
 
 def _usage_line(exc: typer.TyperException) -> str:

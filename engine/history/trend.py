@@ -1,0 +1,71 @@
+"""`gpuwarden history`: per run, the summary money and failing findings, and what changed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from engine.history.store import Run
+
+SUMMARY_FIELDS = ("monthly_spend_usd", "savings_usd", "unallocated_usd", "failed")
+FindingKey = tuple[str, str]
+
+
+def failing_keys(report: dict[str, Any]) -> set[FindingKey]:
+    """Failing findings, keyed by policy + resource id."""
+    keys: set[FindingKey] = set()
+    for finding in report.get("findings") or []:
+        if isinstance(finding, dict) and finding.get("result") == "fail":
+            resource = finding.get("resource")
+            ident = resource.get("id") if isinstance(resource, dict) else None
+            keys.add((str(finding.get("policy")), str(ident)))
+    return keys
+
+
+def _by_policy(keys: set[FindingKey]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for policy, _ in sorted(keys):
+        counts[policy] = counts.get(policy, 0) + 1
+    return counts
+
+
+def _listed(keys: set[FindingKey]) -> list[dict[str, str]]:
+    return [{"policy": policy, "resource": ident} for policy, ident in sorted(keys)]
+
+
+def trend(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    previous: set[FindingKey] = set()
+    for run in runs:
+        summary = run.report.get("summary")
+        summary = summary if isinstance(summary, dict) else {}
+        keys = failing_keys(run.report)
+        rows.append({
+            "run": run.id, "at": run.at.isoformat(), "command": run.command,
+            "source": run.source,
+            **{name: summary.get(name) for name in SUMMARY_FIELDS},
+            "by_policy": _by_policy(keys),
+            "new": _listed(keys - previous), "open": _listed(keys & previous),
+            "fixed": _listed(previous - keys)})
+        previous = keys
+    return rows
+
+
+def render_trend(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"runs": rows}, indent=2)
+    lines = [f"{'run':>4}  {'at':<25}  {'command':<10}  {'spend $/mo':>11}  "
+             f"{'savings':>10}  {'unallocated':>11}  {'failed':>6}  {'new':>4}  {'open':>4}  "
+             f"{'fixed':>5}"]
+    for row in rows:
+        lines.append(
+            f"{row['run']:>4}  {row['at']:<25}  {row['command']:<10}  "
+            f"{_money(row['monthly_spend_usd']):>11}  {_money(row['savings_usd']):>10}  "
+            f"{_money(row['unallocated_usd']):>11}  {row['failed'] or 0:>6}  "
+            f"{len(row['new']):>4}  {len(row['open']):>4}  {len(row['fixed']):>5}")
+    return "\n".join(lines)
+
+
+def _money(value: object) -> str:
+    return f"{value:,.2f}" if isinstance(value, int | float) else "-"
