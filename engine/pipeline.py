@@ -255,11 +255,12 @@ def evaluate_and_plan(engine: Engine, resources: Iterable[Resource], now: dateti
     gives. `plans`: the Terraform plan documents the resources came from, for Rego policies
     that read a whole plan; `cost_changes`: their changes, for the team budget's cost diff."""
     from engine.rego.inputs import plan_documents
-    from remediations.planning import plan_remediations
+    from remediations.planning import plan_remediations, plan_resumes
 
+    resources = list(resources)
     evaluation = engine.assess(resources, now, door=door, show_passed=show_passed, mode=mode,
                                documents=plan_documents(plans), cost_changes=cost_changes)
-    return plan_remediations(evaluation, engine.policies)
+    return plan_resumes(plan_remediations(evaluation, engine.policies), resources, now)
 
 
 def remediation_counts(report: Report) -> dict[str, int]:

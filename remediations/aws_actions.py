@@ -32,6 +32,7 @@ cannot be fixed in place: those findings carry advice, not actions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from engine.core.labels import protection
 from engine.core.model import Finding, Report, Resource
 from engine.sources.aws import AwsClients, apply_client_hooks
 from engine.sources.aws.permissions import IamDeclarations
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG
 from remediations.runner import (
     Change,
     Check,
@@ -69,8 +71,9 @@ def apply_aws_remediations(
     deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned AWS action applied (or skipped/failed), mode enforce."""
-    actions = AwsActions(clients, clock)
-    checks: dict[str, Check] = {"stop": actions.stop, "mark-violation": actions.mark}
+    actions = AwsActions(clients, clock, marked_at=report.generated_at)
+    checks: dict[str, Check] = {"stop": actions.stop, "mark-violation": actions.mark,
+                                "resume": actions.resume}
     return run_enforcement(report, resources, provider="aws", checks=checks,
                            max_actions=max_actions, audit_log=audit_log, actor=actor,
                            clock=clock, deadline=deadline)
@@ -99,6 +102,15 @@ def capped_client(read_client: Any, session: Any) -> Any:
                                              config=config))
 
 
+def _stop_marks(finding: Finding, now: datetime) -> list[dict[str, str]]:
+    """gpuwarden's mark: who stopped it and when, and the schedule on which to resume it."""
+    marks = [{"Key": STOPPED_BY_TAG, "Value": f"{finding.policy}@{now.isoformat()}"}]
+    schedule = finding.details.get("schedule")
+    if isinstance(schedule, str) and schedule:
+        marks.append({"Key": RESUME_SCHEDULE_TAG, "Value": schedule[:256]})
+    return marks
+
+
 def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
     return {"min": minimum, "max": maximum, "desired": desired}
 
@@ -110,9 +122,11 @@ def _size_tag(size: dict[str, int]) -> str:
 class AwsActions:
     """The checks for each action; each reads fresh state and returns what to do."""
 
-    def __init__(self, clients: AwsClients, clock: Clock) -> None:
+    def __init__(self, clients: AwsClients, clock: Clock, *,
+                 marked_at: datetime | None = None) -> None:
         self.clients = clients
         self.clock = clock
+        self.marked_at = marked_at  # the evaluation instant (`--now`), written in stop marks
         self._capped: dict[tuple[str | None, str | None, str], Any] = {}
 
     def _client(self, service: str, resource: Resource) -> Any:
@@ -138,7 +152,8 @@ class AwsActions:
         return stopper(finding, resource)
 
     @IAM.declare(remediation="stop", reads=["ec2:DescribeInstances", "ec2:DescribeVolumes"],
-                 writes=["ec2:StopInstances"])
+                 writes=["ec2:StopInstances", "ec2:CreateTags"],
+                 tag_keys=[STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _stop_instance(self, finding: Finding, resource: Resource) -> Change | NoChange:
         ec2 = self._client("ec2", resource)
         try:
@@ -166,6 +181,8 @@ class AwsActions:
         def apply() -> dict[str, Any]:
             snapshots = [self._snapshot(ec2, volume, resource.id, finding.policy)
                          for volume in volumes]
+            marks = _stop_marks(finding, self.marked_at or self.clock())
+            ec2.create_tags(Resources=[resource.id], Tags=marks)  # the way back, first
             stopping = ec2.stop_instances(InstanceIds=[resource.id])["StoppingInstances"]
             after: dict[str, Any] = {"state": stopping[0]["CurrentState"]["Name"]}
             if snapshots:
@@ -175,6 +192,36 @@ class AwsActions:
         saved = f"; snapshots of {', '.join(volumes)} started" if volumes else ""
         return Change(before, request, apply,
                       f"stopped {resource.id} ({before['instance_type']}, was {state}){saved}")
+
+    @IAM.declare(remediation="stop", reads=["ec2:DescribeInstances"],
+                 writes=["ec2:StartInstances", "ec2:DeleteTags"],
+                 tag_keys=[STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
+    def resume(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        """Start an instance gpuwarden stopped (its mark still on it), then remove the mark."""
+        if resource.kind != "aws_instance":
+            return NoChange(f"no resume action for a {resource.kind}")
+        ec2 = self._client("ec2", resource)
+        instances = [i for r in ec2.describe_instances(InstanceIds=[resource.id])["Reservations"]
+                     for i in r.get("Instances") or []]
+        if not instances:
+            return NoChange(f"{resource.id} no longer exists")
+        state = instances[0]["State"]["Name"]
+        before = {"state": state, "instance_type": instances[0].get("InstanceType")}
+        if STOPPED_BY_TAG not in _tag_map(instances[0].get("Tags")):
+            return NoChange(f"{resource.id} carries no {STOPPED_BY_TAG} mark", before)
+        if state != "stopped":
+            return NoChange(f"{resource.id} is {state}, not stopped", before)
+        marks = [{"Key": STOPPED_BY_TAG}, {"Key": RESUME_SCHEDULE_TAG}]
+        request = {"StartInstances": {"InstanceIds": [resource.id]},
+                   "DeleteTags": {"Resources": [resource.id], "Tags": marks}}
+
+        def apply() -> dict[str, Any]:
+            starting = ec2.start_instances(InstanceIds=[resource.id])["StartingInstances"]
+            ec2.delete_tags(Resources=[resource.id], Tags=marks)
+            return {"state": starting[0]["CurrentState"]["Name"]}
+
+        return Change(before, request, apply,
+                      f"resumed {resource.id} ({before['instance_type']}, stopped by gpuwarden)")
 
     @staticmethod
     def _volumes_to_snapshot(ec2: Any, instance_id: str) -> list[str]:

@@ -9,13 +9,29 @@ reads the resource and door from there, so the policy core never plans anything.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
+from engine.core import offhours
 from engine.core.evaluate import Evaluation, Judged
 from engine.core.labels import is_production, production_reason
-from engine.core.model import Door, Enforcement, Finding, Remediation, Report, Resource
+from engine.core.model import (
+    Door,
+    Enforcement,
+    Finding,
+    Remediation,
+    Report,
+    Resource,
+    ResourceRef,
+    Severity,
+)
 from engine.core.policy import CompiledPolicy
 from remediations.registry import ACTIONS
+
+# gpuwarden's own mark on what it stopped: "<policy>@<ISO time>", and the schedule to resume on
+STOPPED_BY_TAG = "gpuwarden:stopped-by"
+RESUME_SCHEDULE_TAG = "gpuwarden:resume-schedule"
+RESUMABLE_KINDS = frozenset({"aws_instance"})  # the kinds an executor can resume
 
 
 def plan_remediations(evaluation: Evaluation, policies: Iterable[CompiledPolicy]) -> Report:
@@ -67,3 +83,37 @@ def plan_remediation(
                                + production_reason(resource))
         return Remediation(action=name, status="planned", detail="would " + detail)
     return None
+
+
+def plan_resumes(report: Report, resources: Iterable[Resource], now: datetime) -> Report:
+    """The report with a planned `resume` for each resource gpuwarden itself stopped (its
+    STOPPED_BY_TAG mark) whose schedule is on at `now`; a resource without the mark is never
+    resumed."""
+    resumes = [finding for resource in resources
+               if (finding := _resume_finding(resource, now)) is not None]
+    if not resumes:
+        return report
+    return report.model_copy(update={"findings": [*report.findings, *resumes]})
+
+
+def _resume_finding(resource: Resource, now: datetime) -> Finding | None:
+    if resource.kind not in RESUMABLE_KINDS:
+        return None
+    mark = resource.tags.get(STOPPED_BY_TAG) or resource.annotations.get(STOPPED_BY_TAG)
+    if not mark or "@" not in mark:
+        return None
+    policy, _, stopped_at = mark.partition("@")
+    text = resource.tags.get(RESUME_SCHEDULE_TAG) or offhours.DEFAULT_SCHEDULE
+    try:
+        if offhours.parse_schedule(text).is_off(now):
+            return None
+    except offhours.OffhoursError:
+        return None  # an unreadable schedule: leave it stopped rather than guess
+    return Finding(
+        policy=policy, severity=Severity.INFO, result="pass", resource=ResourceRef.of(resource),
+        message=f"{resource.name} was stopped by gpuwarden at {stopped_at}; its on-hours began",
+        enforcement="deny",
+        remediation=Remediation(action="resume", status="planned",
+                                detail=f"would resume {resource.id} (stopped at {stopped_at})"),
+        details={"stopped_at": stopped_at, "schedule": text},
+    )

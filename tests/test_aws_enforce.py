@@ -141,6 +141,7 @@ def test_enforce_stops_exactly_the_off_hours_targets(
     mutated = [(c[2], c[3]) for c in aws.mutating_calls()]
     assert sorted(op for op, _ in mutated) == sorted([
         "CreateSnapshot", "StopInstances", "StopInstances", "StopInstances",
+        "CreateTags", "CreateTags", "CreateTags",  # gpuwarden's stop marks, for resume
         "CreateOrUpdateTags", "UpdateAutoScalingGroup", "TagResource", "UpdateNodegroupConfig",
         "StopNotebookInstance"])
     stopped = {i for op, params in mutated if op == "StopInstances"

@@ -268,6 +268,8 @@ def test_every_call_of_a_scan_and_an_enforcement_is_declared_and_every_declarati
     collected = collect(None, ScanOptions(regions=(EAST, WEST)), catalog)
     stopped = stop_everything(collected, tmp_path / "stop.jsonl")
     marked = mark_every_kind(collected, tmp_path / "mark.jsonl")
+    enforce(collected, [planned(r, "resume") for r in collected.resources  # by its marks
+                        if r.kind == "aws_instance"], tmp_path / "resume.jsonl")
     recorder.on = False
 
     assert [a.account_id for a in assumed.clients["aws"].accounts] == [OTHER_ACCOUNT]

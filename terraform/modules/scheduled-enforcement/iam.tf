@@ -54,6 +54,13 @@ locals {
       tag_keys    = []
     },
     {
+      sid         = "MarkAndResumeStoppedInstances"
+      remediation = "stop"
+      actions     = ["ec2:CreateTags", "ec2:DeleteTags", "ec2:StartInstances"]
+      resources   = ["arn:${local.p}:ec2:*:*:instance/*"]
+      tag_keys    = ["gpuwarden:resume-schedule", "gpuwarden:stopped-by"]
+    },
+    {
       sid         = "ScaleAutoScalingGroupsToZero"
       remediation = "stop"
       actions     = ["autoscaling:CreateOrUpdateTags", "autoscaling:UpdateAutoScalingGroup"]
