@@ -47,8 +47,8 @@ OutputOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write th
 FailOnOpt = Annotated[Severity, typer.Option("--fail-on", help="Lowest severity that fails.")]
 NowOpt = Annotated[str | None, typer.Option("--now", help="Evaluation clock, ISO 8601.")]
 HistoryOpt = Annotated[str | None, typer.Option(
-    "--history", metavar="URL", help="Run history: an SQLite file (sqlite:///path.db or a path); "
-    "each run's report and snapshot are recorded.")]
+    "--history", metavar="URL", help="Run history: an SQLite file (sqlite:///path.db or a path) "
+    "or s3://bucket/prefix/; each run's report and snapshot are recorded.")]
 UnknownOpt = Annotated[str, typer.Option("--unknown", help="warn|fail|pass")]
 SoftFailOpt = Annotated[bool, typer.Option("--soft-fail", help="Always exit 0 on findings.")]
 ShowPassedOpt = Annotated[bool, typer.Option("--show-passed", help="List passes too.")]

@@ -11,6 +11,7 @@ import pytest
 
 from engine.demo import demo_policy_paths
 from tests.conftest import REPO
+from tests.conftest_aws import AwsLab, aws_fixture, moto_endpoint_fixture  # noqa: F401
 from tests.test_cli import run_cli
 
 NIGHT = "2026-06-08T23:00:00Z"  # off-hours: gpu-off-hours-shutdown fails too
@@ -124,3 +125,28 @@ def test_damaged_row_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     connection.close()
     code, _, err = run_cli(["history", "--history", str(path)], capsys, monkeypatch)
     assert code == 2 and err.count("\n") == 1 and "damaged" in err
+
+
+def test_s3_history_partitions_by_date(aws: AwsLab, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    s3 = aws.client("s3")
+    s3.create_bucket(Bucket="gpuwarden-history")
+    history = "s3://gpuwarden-history/runs/"
+    scan_into(history, NIGHT, capsys, monkeypatch)
+    scan_into(history, DAY, capsys, monkeypatch)
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket="gpuwarden-history",
+                                                       Prefix="runs/")["Contents"]]
+    assert sorted(key.split("/")[1] for key in keys) == ["date=2026-06-08", "date=2026-06-09"]
+    assert all(key.startswith("runs/date=") and key.endswith(".json") for key in keys)
+    first, second = history_json(history, capsys, monkeypatch)
+    assert len(first["new"]) == first["failed"] > 0
+    assert second["fixed"] and {f["policy"] for f in second["fixed"]} == {
+        "gpu-off-hours-shutdown"}
+    assert [run["at"] for run in history_json(history, capsys, monkeypatch, "--since", DAY)
+            ] == [second["at"]]
+    s3.put_object(Bucket="gpuwarden-history", Key="runs/date=2026-06-10/run-x.json", Body=b"[")
+    code, _, err = run_cli(["history", "--history", history], capsys, monkeypatch)
+    assert code == 2 and err.count("\n") == 1 and "damaged" in err
+    code, _, err = run_cli(["history", "--history", "s3://no-such-bucket/p/"],
+                           capsys, monkeypatch)
+    assert code == 2 and "NoSuchBucket" in err

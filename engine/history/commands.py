@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from engine.pipeline import ScanRequest, ScanResult
 
 HistoryArg = Annotated[str, typer.Option("--history", metavar="URL", help="The run history: an "
-                                         "SQLite file (sqlite:///path.db or a path).")]
+                                         "SQLite file (sqlite:///path.db or a path) or "
+                                         "s3://bucket/prefix/.")]
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", help="Only runs at or after this ISO 8601 instant.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]

@@ -7,9 +7,11 @@ from engine.history.store import Store
 
 
 def open_store(url: str) -> Store:
-    """`sqlite:///path.db` or a plain path: an SQLite file."""
+    """`sqlite:///path.db` or a plain path: an SQLite file; `s3://bucket/prefix/`: S3."""
     if url.startswith("s3://"):
-        raise InputError(f"--history: S3 stores are not supported yet: {printable(url)!r}")
+        from engine.history.s3 import S3Store
+
+        return S3Store(url)
     if "://" in url and not url.startswith("sqlite:///"):
         raise InputError(f"--history: not a sqlite:/// URL or a path: {printable(url)!r}")
     from engine.history.sqlite import SqliteStore
