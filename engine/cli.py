@@ -370,17 +370,10 @@ def scan(
         prices=prices, mode="enforce" if enforce else "dry-run", show_passed=show_passed,
         catalog_file=catalog, billing=billing,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
-        save_snapshot=save_snapshot)
-    targets = _notify_targets(notify)
+        save_snapshot=save_snapshot, notify=_notify_targets(notify), notify_state=notify_state)
     result = run_scan(request, _ScanProgress(show=not quiet))
     if history is not None:
         history_commands.record_scan(history, request, result)
-    if targets:
-        from engine.notify import notify as send_notifications
-        from engine.notify.state import default_state_path
-
-        send_notifications(result.report, targets, notify_state or default_state_path(audit_log),
-                           console.warn)
     _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
 
 

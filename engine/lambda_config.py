@@ -42,6 +42,7 @@ ENV_PROMETHEUS_BASIC_AUTH = "GPUWARDEN_PROMETHEUS_BASIC_AUTH"  # as --prometheus
 ENV_PROMETHEUS_CA = "GPUWARDEN_PROMETHEUS_CA"
 ENV_DCGM_URL = "GPUWARDEN_DCGM_URL"
 ENV_TELEMETRY_WINDOW = "GPUWARDEN_TELEMETRY_WINDOW"
+ENV_NOTIFY = "GPUWARDEN_NOTIFY"  # comma-separated --notify targets
 SSE_ALGORITHMS = ("AES256", "aws:kms")
 
 DEFAULT_MAX_ACTIONS = 10
@@ -55,7 +56,7 @@ EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo
 
 OVERRIDE_FIELDS = frozenset(
     {"mode", "policies", "regions", "role_arns", "role_arn", "max_actions", "now",
-     "prometheus_url", "dcgm_url", "telemetry_window"})
+     "prometheus_url", "dcgm_url", "telemetry_window", "notify"})
 ENVELOPE_FIELDS = frozenset(
     {"version", "id", "detail-type", "source", "account", "time", "region", "resources",
      "detail"})
@@ -100,6 +101,7 @@ class RunConfig:
     kms_key_id: str | None = None
     trigger_id: str | None = None  # scheduler execution id or EventBridge event id
     package_root: str = ""  # relative policy paths are read from here (LAMBDA_TASK_ROOT)
+    notify: tuple[str, ...] = ()  # --notify targets: Slack / JSON webhook URLs, sns:ARN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,6 +128,7 @@ def parse_run_config(event: object, environ: Mapping[str, str]) -> RunConfig:
         max_actions=_override(overrides, "max_actions", _max_actions, defaults.max_actions),
         now=_override(overrides, "now", _instant, None),
         telemetry=_telemetry_overrides(overrides, defaults.telemetry),
+        notify=_string_list(overrides, "notify", check=_notify_target) or defaults.notify,
         trigger_id=_trigger_id(event),
         package_root=package_root(environ),
     )
@@ -211,6 +214,7 @@ def environment_defaults(environ: Mapping[str, str]) -> RunConfig:
         prefix=environ.get(ENV_PREFIX, DEFAULT_PREFIX).strip().strip("/"),
         sse=sse,
         kms_key_id=kms_key_id,
+        notify=_split(environ, ENV_NOTIFY, _notify_target),
     )
 
 
@@ -319,6 +323,16 @@ def _http_url(value: object, where: str) -> str:
     if not valid or len(text) > MAX_TEXT or any(ch.isspace() or ord(ch) < 0x20 for ch in text):
         raise InputError(f"{where}: {_shown(value)} is not an http(s) URL")
     return text
+
+
+def _notify_target(value: str, where: str) -> str:
+    from engine.notify.targets import parse_target
+
+    try:
+        parse_target(value.strip())
+    except InputError as error:
+        raise InputError(f"{where}: {error.message.removeprefix('--notify: ')}") from None
+    return value
 
 
 def _window(value: object, where: str) -> int:

@@ -193,6 +193,7 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
 def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
                  deadline: Deadline | None) -> ScanRequest:
     """The pipeline's request for this run: AWS, at the runtime door."""
+    from engine.notify.targets import parse_targets
     from engine.pipeline import ScanRequest
     from engine.sources.registry import ScanOptions
 
@@ -207,7 +208,7 @@ def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
         sources=("aws",), options=options, now=instant,
         policies=tuple(resolve_policies(config.policies, config.package_root)),
         mode=config.mode, door="runtime", max_actions=config.max_actions, deadline=deadline,
-        audit_log=audit_path)
+        audit_log=audit_path, notify=parse_targets(config.notify))
 
 
 def _telemetry_sources(config: RunConfig) -> list[str]:

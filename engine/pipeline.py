@@ -28,6 +28,7 @@ from engine.loading.prices import read_price_overrides
 from engine.outputs import PolicyMeta, RenderContext
 
 if TYPE_CHECKING:
+    from engine.notify.targets import Target
     from engine.sources.registry import Collected, ScanOptions
     from remediations.runner import Deadline
 
@@ -138,6 +139,8 @@ class ScanRequest:
     deadline: Deadline | None = None
     audit_log: Path | None = None
     save_snapshot: Path | None = None
+    notify: tuple[Target, ...] = ()  # --notify: a digest of the new failing findings
+    notify_state: Path | None = None  # None: next to the audit log
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +194,19 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
     report = _evaluate(request, engine, collected, hooks)
     if request.mode == "enforce":
         report = _enforce(request, report, collected, hooks)
+    if request.notify:
+        _notify(request, report, hooks)
     return ScanResult(engine, collected, report)
+
+
+def _notify(request: ScanRequest, report: Report, hooks: ScanHooks) -> None:
+    """Never raises: a failed delivery is one warning, the scan's result stands."""
+    from engine.notify import notify
+    from engine.notify.state import default_state_path
+
+    state = request.notify_state or default_state_path(request.audit_log)
+    with hooks.stage("notify", {"targets": len(request.notify)}) as fields:
+        fields["delivered"] = notify(report, request.notify, state, hooks.warning)
 
 
 def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collected:

@@ -183,3 +183,28 @@ def test_sns_topic_receives_the_digest(
     [message] = messages
     digest = json.loads(message["Body"])
     assert digest["new_findings"] == failing_count(out) > 0
+
+
+def test_lambda_config_reads_notify_from_the_environment_and_the_event() -> None:
+    from engine.lambda_config import parse_run_config
+
+    arn = "sns:arn:aws:sns:us-east-1:123456789012:alerts"
+    environ = {"GPUWARDEN_NOTIFY": f"https://hooks.slack.com/services/T/B/x, {arn}"}
+    assert parse_run_config({}, environ).notify == ("https://hooks.slack.com/services/T/B/x", arn)
+    assert parse_run_config({"notify": [arn]}, environ).notify == (arn,)
+
+
+@pytest.mark.parametrize(("event", "environ"), [
+    ({"notify": ["ftp://example.com/"]}, {}),
+    ({"notify": "https://example.com/"}, {}),
+    ({"notify": []}, {}),
+    ({}, {"GPUWARDEN_NOTIFY": "http://[bad"}),
+    ({}, {"GPUWARDEN_NOTIFY": "sns:arn:aws:sns:us-east-1:1:t"}),
+])
+def test_lambda_config_rejects_a_bad_notify_target(event: dict[str, Any],
+                                                   environ: dict[str, str]) -> None:
+    from engine.lambda_config import parse_run_config
+
+    with pytest.raises(InputError) as raised:
+        parse_run_config(event, environ)
+    assert "notify" in str(raised.value).lower() and "\n" not in str(raised.value)

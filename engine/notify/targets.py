@@ -51,10 +51,14 @@ def parse_target(value: str) -> Target:
         return Target("sns", arn)
     forced_slack = value.startswith("slack:")  # a Slack-compatible receiver on another host
     value = value[len("slack:"):] if forced_slack else value
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname or any(
+    try:
+        parts = urlsplit(value)
+        scheme, host = parts.scheme, parts.hostname
+    except ValueError:
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host or any(
             ord(char) < 33 for char in value):
         raise InputError(f"--notify: not an http(s) URL or sns:ARN: {printable(value, 200)!r}")
-    is_slack = forced_slack or (parts.scheme == "https" and parts.hostname == SLACK_HOST)
+    is_slack = forced_slack or (scheme == "https" and host == SLACK_HOST)
     kind: Kind = "slack" if is_slack else "webhook"
     return Target(kind, value)
