@@ -428,6 +428,25 @@ class _ScanProgress:
         console.warn(message)
 
 
+@app.command("savings")
+def savings_cmd(
+    audit_log: Annotated[Path, typer.Option("--audit-log", help="Enforcement audit log (JSONL).")],
+    since: Annotated[str | None, typer.Option("--since", help="Stops from (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", help="Still-stopped resources count until (ISO 8601; default now).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table|json|markdown")] = "table",
+) -> None:
+    """What enforcement saved: each stop's hours until its resume × the rate it recorded,
+    totalled by policy, team, account and month. A bad audit line: exit 2."""
+    _check_choice("--format", fmt, ("table", "json", "markdown"))
+    from engine.pipeline import parse_instant
+    from remediations.ledger import read_audit, render, savings
+
+    ledger = savings(read_audit(audit_log), since=parse_instant(since) if since else None,
+                     until=parse_instant(until))
+    typer.echo(render(ledger, fmt))
+
+
 @app.command("offhours")
 def offhours_cmd(
     schedule: Annotated[str, typer.Argument(help="offhours tag value, e.g. "

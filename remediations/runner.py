@@ -19,7 +19,9 @@ runner does the rest, the same way for every provider:
   started: each action left is `skipped` with detail `deadline reached` and a `check` line.
 
 Every audit line has the same keys: ts, run_id, actor, mode, phase, provider, account, region,
-resource, kind, policy, action, before, request, after, result, reason, error.
+resource, kind, policy, action, before, request, after, result, reason, error, and rate: the
+on-demand $/h of one instance/replica the action stops or resumes (usd_per_h, price source,
+capacity, team, and the evaluation instant `at`), which `remediations.ledger` totals.
 """
 
 from __future__ import annotations
@@ -112,8 +114,10 @@ def error_text(exc: BaseException) -> str:
 class AuditLog:
     """Append-only JSONL; each line is flushed before the call it announces is made."""
 
-    def __init__(self, path: Path, *, run_id: str, actor: str, mode: str, clock: Clock) -> None:
+    def __init__(self, path: Path, *, run_id: str, actor: str, mode: str, clock: Clock,
+                 evaluated_at: datetime | None = None) -> None:
         self.path = path
+        self.evaluated_at = evaluated_at
         self.run_id = run_id
         self.actor = actor
         self.mode = mode
@@ -132,6 +136,19 @@ class AuditLog:
             self._file.close()
             self._file = None
 
+    def rate_of(self, resource: Resource) -> dict[str, Any]:
+        from engine.core.budget import team_of
+        from engine.core.catalog import builtin_catalog
+        from engine.core.costs import hourly_price
+
+        catalog = builtin_catalog()
+        quote = catalog.hourly_price(resource.instance_type, resource.region)
+        usd, source = ((quote.usd_per_h, f"{quote.instance_type} on-demand in {quote.region}")
+                       if quote is not None else hourly_price(resource, catalog))
+        at = self.evaluated_at or self.clock()
+        return {"usd_per_h": usd, "source": source, "capacity": str(resource.capacity),
+                "team": team_of(resource), "at": at.isoformat()}
+
     def write(self, phase: str, finding: Finding, resource: Resource, action: str,
               **fields: Any) -> None:
         entry = {
@@ -140,7 +157,7 @@ class AuditLog:
             "account": resource.account, "region": resource.region, "resource": resource.id,
             "kind": resource.kind, "policy": finding.policy, "action": action,
             "before": None, "request": None, "after": None, "result": None, "reason": None,
-            "error": None,
+            "error": None, "rate": self.rate_of(resource),
         }
         entry.update(fields)
         assert self._file is not None, "AuditLog used outside its with-block"
@@ -244,7 +261,7 @@ def run_enforcement(
     by_id = {(r.provider, r.id): r for r in resources}
     findings: list[Finding] = []
     with AuditLog(audit_log, run_id=run_id or uuid.uuid4().hex, actor=actor or default_actor(),
-                  mode="enforce", clock=clock) as log:
+                  mode="enforce", clock=clock, evaluated_at=report.generated_at) as log:
         runner = EnforcementRunner(provider, checks, max_actions=max_actions, log=log,
                                    deadline=deadline)
         for finding in report.findings:

@@ -39,7 +39,7 @@ OFF_HOURS_NOW = "2026-12-01T03:00:00Z"
 STOP_TARGETS = ("dev", "spot", "west", "asg", "nodegroup", "notebook")
 AUDIT_KEYS = {"ts", "run_id", "actor", "mode", "phase", "provider", "account", "region",
               "resource", "kind", "policy", "action", "before", "request", "after", "result",
-              "reason", "error"}
+              "reason", "error", "rate"}
 
 MARK_POLICY = """\
 apiVersion: gpuwarden.io/v1
