@@ -111,6 +111,14 @@ def _stop_marks(finding: Finding, now: datetime) -> list[dict[str, str]]:
     return marks
 
 
+def _parse_size(text: str) -> dict[str, int] | None:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
+        return None
+    minimum, maximum, desired = (min(int(part), 10_000) for part in parts)
+    return _size(minimum, maximum, desired)
+
+
 def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
     return {"min": minimum, "max": maximum, "desired": desired}
 
@@ -198,6 +206,8 @@ class AwsActions:
                  tag_keys=[STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def resume(self, finding: Finding, resource: Resource) -> Change | NoChange:
         """Start an instance gpuwarden stopped (its mark still on it), then remove the mark."""
+        if resource.kind == "aws_autoscaling_group":
+            return self._resume_group(finding, resource)
         if resource.kind != "aws_instance":
             return NoChange(f"no resume action for a {resource.kind}")
         ec2 = self._client("ec2", resource)
@@ -223,6 +233,39 @@ class AwsActions:
         return Change(before, request, apply,
                       f"resumed {resource.id} ({before['instance_type']}, stopped by gpuwarden)")
 
+    @IAM.declare(remediation="stop", reads=["autoscaling:DescribeAutoScalingGroups"],
+                 writes=["autoscaling:UpdateAutoScalingGroup", "autoscaling:DeleteTags"],
+                 tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
+    def _resume_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        """Restore the size gpuwarden recorded when it scaled the group to zero."""
+        autoscaling = self._client("autoscaling", resource)
+        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
+        groups = autoscaling.describe_auto_scaling_groups(
+            AutoScalingGroupNames=[name])["AutoScalingGroups"]
+        if not groups:
+            return NoChange(f"autoscaling group {name} no longer exists")
+        group, tags = groups[0], _tag_map(groups[0].get("Tags"))
+        before = _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
+        previous = _parse_size(tags.get(PREVIOUS_SIZE_TAG, ""))
+        if STOPPED_BY_TAG not in tags or previous is None:
+            return NoChange(f"autoscaling group {name} carries no {STOPPED_BY_TAG} mark", before)
+        if before["desired"] != 0:
+            return NoChange(f"autoscaling group {name} is no longer at zero", before)
+        update = {"AutoScalingGroupName": name, "MinSize": previous["min"],
+                  "MaxSize": previous["max"], "DesiredCapacity": previous["desired"]}
+        marks = [{"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": key}
+                 for key in (STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG)
+                 if key in tags]
+
+        def apply() -> dict[str, Any]:
+            autoscaling.update_auto_scaling_group(**update)
+            autoscaling.delete_tags(Tags=marks)
+            return previous
+
+        return Change(before, {"UpdateAutoScalingGroup": update, "DeleteTags": marks}, apply,
+                      f"restored autoscaling group {name} to {_size_tag(previous)}"
+                      " min,max,desired")
+
     @staticmethod
     def _volumes_to_snapshot(ec2: Any, instance_id: str) -> list[str]:
         paginator = ec2.get_paginator("describe_volumes")
@@ -247,7 +290,7 @@ class AwsActions:
 
     @IAM.declare(remediation="stop", reads=["autoscaling:DescribeAutoScalingGroups"],
                  writes=["autoscaling:CreateOrUpdateTags", "autoscaling:UpdateAutoScalingGroup"],
-                 tag_keys=[PREVIOUS_SIZE_TAG])
+                 tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _scale_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         autoscaling = self._client("autoscaling", resource)
         name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
@@ -262,18 +305,20 @@ class AwsActions:
             return NoChange(protected, before)
         if before["min"] == 0 and before["desired"] == 0:
             return NoChange(f"autoscaling group {name} is already at zero", before)
-        tag = {"ResourceId": name, "ResourceType": "auto-scaling-group",
-               "Key": PREVIOUS_SIZE_TAG, "Value": _size_tag(before), "PropagateAtLaunch": False}
+        tags = [{"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": mark["Key"],
+                 "Value": mark["Value"], "PropagateAtLaunch": False}
+                for mark in [{"Key": PREVIOUS_SIZE_TAG, "Value": _size_tag(before)},
+                             *_stop_marks(finding, self.marked_at or self.clock())]]
         update = {"AutoScalingGroupName": name, "MinSize": 0, "DesiredCapacity": 0}
 
         def apply() -> dict[str, Any]:
-            autoscaling.create_or_update_tags(Tags=[tag])  # the way back, before the change
+            autoscaling.create_or_update_tags(Tags=tags)  # the way back, before the change
             autoscaling.update_auto_scaling_group(**update)
             now = autoscaling.describe_auto_scaling_groups(
                 AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
             return _size(now["MinSize"], now["MaxSize"], now["DesiredCapacity"])
 
-        return Change(before, {"CreateOrUpdateTags": [tag], "UpdateAutoScalingGroup": update},
+        return Change(before, {"CreateOrUpdateTags": tags, "UpdateAutoScalingGroup": update},
                       apply, f"scaled autoscaling group {name} to zero (was {_size_tag(before)}"
                       f" min,max,desired; kept in tag {PREVIOUS_SIZE_TAG})")
 

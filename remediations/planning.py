@@ -31,7 +31,8 @@ from remediations.registry import ACTIONS
 # gpuwarden's own mark on what it stopped: "<policy>@<ISO time>", and the schedule to resume on
 STOPPED_BY_TAG = "gpuwarden:stopped-by"
 RESUME_SCHEDULE_TAG = "gpuwarden:resume-schedule"
-RESUMABLE_KINDS = frozenset({"aws_instance"})  # the kinds an executor can resume
+# the kinds an executor can resume
+RESUMABLE_KINDS = frozenset({"aws_instance", "aws_autoscaling_group"})
 
 
 def plan_remediations(evaluation: Evaluation, policies: Iterable[CompiledPolicy]) -> Report:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from remediations.aws_actions import PREVIOUS_SIZE_TAG
 from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG
 from tests.conftest_aws import (
     EAST,
@@ -22,6 +23,7 @@ from tests.conftest_aws import (
     moto_endpoint_fixture,  # noqa: F401
     run_instance,
 )
+from tests.test_aws_enforce import group_size
 from tests.test_cli import run_cli
 
 EVENING = "2026-12-01T22:00:00Z"  # a Tuesday, off-hours by the default schedule
@@ -74,7 +76,9 @@ def test_off_hours_stop_then_on_hours_resume(
     by_hand = run_instance(aws.client("ec2", EAST), "g5.xlarge", {"env": "dev"})
     aws.client("ec2", EAST).stop_instances(InstanceIds=[by_hand])
 
+    assert group_size(aws)[:3] == (0, 4, 0)
     planned = resumes(scan(tmp_path / "dry.jsonl", MORNING, capsys, monkeypatch))
+    assert planned.pop(estate["asg"])["status"] == "planned"
     assert planned == {estate[n]: {"action": "resume", "status": "planned",
                                    "detail": f"would resume {estate[n]} (stopped at "
                                              "2026-12-01T22:00:00+00:00)"}
@@ -83,7 +87,10 @@ def test_off_hours_stop_then_on_hours_resume(
 
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert {rid: r["status"] for rid, r in resumes(report).items()} == {
-        estate[n]: "applied" for n in STOPPED_INSTANCES}
+        estate[n]: "applied" for n in (*STOPPED_INSTANCES, "asg")}
+    minimum, maximum, desired, group_tags = group_size(aws)
+    assert (minimum, maximum, desired) == (1, 4, 2)
+    assert not {STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG} & set(group_tags)
     for name in STOPPED_INSTANCES:
         assert state(aws, estate[name]) in ("pending", "running")
         assert STOPPED_BY_TAG not in tags(aws, estate[name])
@@ -92,7 +99,7 @@ def test_off_hours_stop_then_on_hours_resume(
 
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     resumed = [(line["resource"], line["phase"]) for line in lines if line["action"] == "resume"]
-    assert sorted(resumed) == sorted((estate[n], phase) for n in STOPPED_INSTANCES
+    assert sorted(resumed) == sorted((estate[n], phase) for n in (*STOPPED_INSTANCES, "asg")
                                      for phase in ("before", "after"))
     again = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert resumes(again) == {}
@@ -106,5 +113,6 @@ def test_resume_respects_max_actions(
     scan(audit, EVENING, capsys, monkeypatch, "--enforce")
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce", "--max-actions", "1")
     statuses = sorted(r["status"] for r in resumes(report).values())
-    assert statuses == ["applied", "skipped", "skipped"]
-    assert sum(state(aws, estate[n]) != "stopped" for n in STOPPED_INSTANCES) == 1
+    assert statuses == ["applied", "skipped", "skipped", "skipped"]
+    resumed = sum(state(aws, estate[n]) != "stopped" for n in STOPPED_INSTANCES)
+    assert resumed + (group_size(aws)[2] != 0) == 1

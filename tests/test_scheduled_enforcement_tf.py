@@ -48,6 +48,8 @@ MUTATING_ACTIONS = frozenset({
     "autoscaling:UpdateAutoScalingGroup", "autoscaling:CreateOrUpdateTags",
     "eks:UpdateNodegroupConfig", "eks:TagResource",
     "sagemaker:StopNotebookInstance", "sagemaker:AddTags",
+    # resume at on-hours: what gpuwarden itself stopped (its mark) is started again
+    "ec2:StartInstances", "ec2:DeleteTags", "autoscaling:DeleteTags",
 })
 READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get)[A-Za-z]+$")
 PRODUCTION_VALUES = {"prod", "production"}

@@ -63,9 +63,9 @@ locals {
     {
       sid         = "ScaleAutoScalingGroupsToZero"
       remediation = "stop"
-      actions     = ["autoscaling:CreateOrUpdateTags", "autoscaling:UpdateAutoScalingGroup"]
+      actions     = ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags", "autoscaling:UpdateAutoScalingGroup"]
       resources   = ["arn:${local.p}:autoscaling:*:*:autoScalingGroup:*:autoScalingGroupName/*"]
-      tag_keys    = ["gpuwarden:previous-size"]
+      tag_keys    = ["gpuwarden:previous-size", "gpuwarden:resume-schedule", "gpuwarden:stopped-by"]
     },
     {
       sid         = "ScaleNodeGroupsToZero"
