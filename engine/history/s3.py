@@ -28,7 +28,7 @@ class S3Store:
         try:
             import boto3
         except ImportError:
-            raise InputError("an S3 history needs boto3 (pip install 'gpuwarden[aws]')") from None
+            raise InputError("an S3 history needs boto3 (python3 -m pip install boto3)") from None
         return boto3.client("s3")
 
     def append(self, run: Run) -> int:
