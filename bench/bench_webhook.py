@@ -43,7 +43,7 @@ from engine.webhook.admission import AdmissionSettings, Judge, PolicyEvaluator  
 from engine.webhook.caches import ClusterCache  # noqa: E402
 from engine.webhook.review import parse_review  # noqa: E402
 
-ADMISSION = REPO.parent / "shared" / "reference" / "admission"
+ADMISSION = REPO / "tests" / "data" / "reference" / "admission"  # see its SOURCES.md
 HISTOGRAM = "gpuwarden_admission_request_duration_seconds"
 TAGS = {"team": "ml", "project": "llm", "cost-center": "cc-42"}
 KINDS = {"Pod": ("", "v1", "pods"), "Deployment": ("apps", "v1", "deployments"),

@@ -52,9 +52,14 @@ def test_the_walk_sees_the_project() -> None:
     assert {"README.md", "pyproject.toml", ".ci/run", "engine/cli.py", "tests/conftest.py"} <= names
 
 
+# The same folder reached by path arithmetic from the checkout (its parent joined with it).
+SHARED_JOIN = re.compile(r"""parents?\b[^#\n]*/\s*["']""" + "shared" + r"""["']""")
+
+
 def test_no_project_file_names_the_shared_folder() -> None:
     assert offending_lines(SHARED) == []
     assert offending_lines("shared" + "/reference") == []
+    assert offending_lines(SHARED_JOIN) == []
 
 
 def test_no_project_file_names_a_machine_path() -> None:
@@ -66,6 +71,10 @@ def test_no_project_file_names_a_machine_path() -> None:
 
 
 def test_the_guard_catches_what_it_is_for() -> None:
+    folder = '"' + "shared" + '"'
+    assert SHARED_JOIN.search(f"ADMISSION = REPO.parent / {folder} / 'reference'")
+    assert SHARED_JOIN.search(f"Path(__file__).parents[2] / {folder}")
+    assert not SHARED_JOIN.search('REPO / "tests" / "data"')
     home, work = "/" + "home/alice/", "/" + "work/"
     assert MACHINE_PATH.search(f"open('{work}shared/x')")
     assert MACHINE_PATH.search(f"see {home}plan.json")
