@@ -126,18 +126,24 @@ _GCP_KEY_BLOCK: tuple[AttrPath, ...] = (
 )
 
 
-@normalizer("google_compute_instance")
-def _google_compute_instance(change: PlannedChange) -> list[Resource]:
+def _gce_machine(change: PlannedChange, category: Category) -> Resource:
+    """A GCE instance or instance template: both carry scheduling, reservation and labels."""
     attrs, unknown = change.attrs, set[str]()
-    instance = _gcp_machine(
+    return _gcp_machine(
         change,
         attrs,
         unknown,
-        Category.INSTANCE,
+        category,
         capacity=reserved_or_spot(gcp_reserved(attrs), _scheduling_is_spot(attrs), unknown),
         tags=_gcp_labels(change, unknown),
         region=_gcp_region(change),
     )
+
+
+@normalizer("google_compute_instance")
+def _google_compute_instance(change: PlannedChange) -> list[Resource]:
+    attrs = change.attrs
+    instance = _gce_machine(change, Category.INSTANCE)
     boot = attrs.first("boot_disk") or attrs.child("boot_disk", 0)
     volumes = [platform_encrypted_disk(change, instance, "boot_disk[0]", boot, *_GCE_DISK_KEYS)]
     for position, disk in enumerate(attrs.blocks("attached_disk")):
@@ -148,16 +154,8 @@ def _google_compute_instance(change: PlannedChange) -> list[Resource]:
 
 @normalizer("google_compute_instance_template", "google_compute_region_instance_template")
 def _google_compute_instance_template(change: PlannedChange) -> list[Resource]:
-    attrs, unknown = change.attrs, set[str]()
-    template = _gcp_machine(
-        change,
-        attrs,
-        unknown,
-        Category.LAUNCH_TEMPLATE,
-        capacity=reserved_or_spot(gcp_reserved(attrs), _scheduling_is_spot(attrs), unknown),
-        tags=_gcp_labels(change, unknown),
-        region=_gcp_region(change),
-    )
+    attrs = change.attrs
+    template = _gce_machine(change, Category.LAUNCH_TEMPLATE)
     volumes = [
         platform_encrypted_disk(change, template, f"disk[{position}]", disk, *_GCP_KEY_BLOCK)
         for position, disk in enumerate(attrs.blocks("disk"))
