@@ -32,6 +32,7 @@ UPDATE = os.environ.get("GPUWARDEN_UPDATE_GOLDEN") == "1"
 
 sys.path.insert(0, str(REPO / "bench"))
 from gen_plan import generate_plan, write_plan  # noqa: E402
+from gen_snapshot import generate_snapshot, write_snapshot  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,22 @@ def test_generated_5000_change_plan_is_unchanged(generated_plan: Path,
                         capsys, monkeypatch)
     assert report["summary"]["findings"] > 1000
     compare_hashed("plan-generated-5000", report)
+
+
+@pytest.fixture(scope="module")
+def generated_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("golden") / "snapshot-3000.json"
+    write_snapshot(path, generate_snapshot(resources=3000, seed=42))
+    return path
+
+
+def test_generated_3000_resource_snapshot_is_unchanged(generated_snapshot: Path,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    report = run_report(("scan", "--source", f"snapshot:{generated_snapshot}", "--format",
+                         "json", "--now", NOW), capsys, monkeypatch)
+    assert report["summary"]["resources"] == 3000 and report["summary"]["findings"] > 1000
+    compare_hashed("snapshot-generated-3000", report)
 
 
 def test_a_changed_finding_fails_the_comparison() -> None:
