@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 from engine.core.catalog import Catalog
 from engine.core.catalog_tables import DEFAULT_REGIONS
 from engine.core.errors import InputError
 from engine.pricing.rows import PriceRow, rows_file
 
-REFRESHABLE = ("aws", "azure")
+REFRESHABLE = ("aws", "azure", "gcp")
 MAX_REGIONS = 64
 
 
@@ -20,11 +22,29 @@ def refreshed_file(cloud: str, regions: list[str], catalog: Catalog,
     chosen = sorted({r.strip() for r in regions if r.strip()}) or [DEFAULT_REGIONS[cloud]]
     if len(chosen) > MAX_REGIONS or any(not r.isprintable() or len(r) > 64 for r in chosen):
         raise InputError(f"--region: at most {MAX_REGIONS} printable region names")
-    return rows_file(_rows(cloud, chosen, catalog, endpoint_url), catalog)
+    rows = _rows(cloud, chosen, catalog, endpoint_url)
+    text, skipped = rows_file(rows, catalog)
+    return text, sorted({*skipped, *_unpriced(cloud, rows, catalog)})
+
+
+def _unpriced(cloud: str, rows: list[PriceRow], catalog: Catalog) -> list[str]:
+    """GCP machine types the API did not fully price (a core, memory or GPU SKU missing)."""
+    if cloud != "gcp":
+        return []
+    priced = {row.type for row in rows}
+    return [spec.name for spec in catalog.table.gpu_types()
+            if spec.cloud == "gcp" and spec.name not in priced]
 
 
 def _rows(cloud: str, regions: list[str], catalog: Catalog,
           endpoint_url: str | None) -> list[PriceRow]:
+    if cloud == "gcp":
+        from engine.pricing.gcp import BASE_URL as GCP_URL
+        from engine.pricing.gcp import gcp_prices
+
+        specs = [spec for spec in catalog.table.gpu_types() if spec.cloud == "gcp"]
+        return gcp_prices(regions, specs, os.environ.get("GPUWARDEN_GCP_API_KEY", ""),
+                          endpoint_url or GCP_URL)
     if cloud == "azure":
         from engine.pricing.azure import BASE_URL, azure_prices
 

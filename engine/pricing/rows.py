@@ -50,4 +50,4 @@ def rows_file(rows: Iterable[PriceRow], catalog: Catalog) -> tuple[str, list[str
 
 
 def _optional(value: float | None) -> str:
-    return "" if value is None else f"{value:g}"
+    return "" if value is None else f"{value:.6f}".rstrip("0").rstrip(".")
