@@ -701,7 +701,7 @@ app.add_typer(catalog_app, name="catalog")
 
 @catalog_app.command("refresh")
 def catalog_refresh(
-    cloud: Annotated[str, typer.Option("--cloud", help="aws | azure")],
+    cloud: Annotated[str, typer.Option("--cloud", help="aws | azure | gcp")],
     output: Annotated[Path, typer.Option("--output", "-o", help="The --catalog FILE to write.")],
     region: Annotated[list[str] | None, typer.Option("--region", help="Region (repeatable); "
                                                      "default: the cloud's default one.")] = None,
@@ -714,8 +714,8 @@ def catalog_refresh(
 
     text, skipped = refreshed_file(cloud, list(region or []), builtin_catalog(), endpoint_url)
     if skipped:
-        typer.echo(f"gpuwarden: {len(skipped)} priced types are not in the catalog and were "
-                   f"left out (add them with --catalog): {printable(', '.join(skipped[:5]))}",
+        typer.echo(f"gpuwarden: {len(skipped)} types were left out (not in the catalog, or not "
+                   f"fully priced by the API): {printable(', '.join(skipped[:5]))}",
                    err=True)
     _emit(text, output)
 
