@@ -299,10 +299,11 @@ def scan(
     show_passed: ShowPassedOpt = False,
     prices: PricesOpt = None,
     catalog: CatalogOpt = None,
-    billing: Annotated[Path | None, typer.Option("--billing", help="A FOCUS 1.x cost export "
-                                                 "(CSV, or .parquet with the [billing] extra): "
-                                                 "resources in it are priced at their billed "
-                                                 "rate.")] = None,
+    billing: Annotated[str | None, typer.Option("--billing", help="A FOCUS 1.x cost export: "
+                                                "a file, a folder or s3://bucket/prefix/ (CSV, "
+                                                "CSV.gz, or .parquet with the [billing] extra): "
+                                                "resources in it are priced at their billed "
+                                                "rate.")] = None,
     enforce: Annotated[bool, typer.Option(
         "--enforce", help="Apply remediations (default: dry-run, which changes nothing).")] = False,
     max_actions: Annotated[int, typer.Option(

@@ -70,14 +70,13 @@ def load_catalog(prices: Path | None, catalog_file: Path | None = None) -> Catal
 
 
 def build_engine(policy_paths: Sequence[str] | None, prices: Path | None = None,
-                 catalog_file: Path | None = None, billing: Path | None = None) -> Engine:
+                 catalog_file: Path | None = None, billing: str | None = None) -> Engine:
     catalog = load_catalog(prices, catalog_file)
     if billing:  # last: billed rates replace whatever list price a resource would get
         from engine.core.catalog import with_billed_rates
-        from engine.loading.focus import read_focus_export
+        from engine.loading.focus import read_billing
 
-        catalog = with_billed_rates(catalog, read_focus_export(billing),
-                                    f"billed rates from {billing.name}")
+        catalog = with_billed_rates(catalog, *read_billing(billing))
     return Engine(load_policies(policy_paths or [BUILTIN]), catalog)
 
 
@@ -131,7 +130,7 @@ class ScanRequest:
     policies: tuple[str, ...] = ()  # empty: the built-in pack
     prices: Path | None = None
     catalog_file: Path | None = None  # --catalog FILE: instance types to add or override
-    billing: Path | None = None  # --billing FILE: a FOCUS export's billed rates
+    billing: str | None = None  # --billing FILE|FOLDER|s3://: a FOCUS export's billed rates
     mode: Mode = "dry-run"
     door: Door | None = None  # None: each resource's own door (live state: runtime)
     show_passed: bool = False

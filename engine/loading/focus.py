@@ -1,19 +1,21 @@
-"""FOCUS 1.x cost and usage exports (`scan --billing FILE`, CSV, or Parquet through DuckDB, the
-optional `[billing]` extra): each resource's billed rate, its `EffectiveCost` summed over the
-export's usage rows per hour of the export's charge window (the earliest `ChargePeriodStart` to
-the latest `ChargePeriodEnd`)."""
+"""FOCUS 1.x cost and usage exports (`scan --billing FILE|FOLDER|s3://…`: CSV, gzipped CSV, or
+Parquet through DuckDB, the optional `[billing]` extra): each resource's billed rate, its
+`EffectiveCost` summed over the export's usage rows per hour of the export's charge window (the
+earliest `ChargePeriodStart` to the latest `ChargePeriodEnd`)."""
 
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from engine.core.billing import BilledRate, BilledRates, billing_key
 from engine.core.errors import InputError
+from engine.loading.focus_s3 import EXPORT_SUFFIXES, downloaded_export
 
 MAX_EXPORT_BYTES = 2 * 2**30
 MAX_ROWS = 10_000_000
@@ -35,29 +37,80 @@ class _Totals:
         self.end = end if self.end is None else max(self.end, end)
 
 
+MAX_EXPORT_FILES = 1000
+
+
+def read_billing(source: str) -> tuple[BilledRates, str]:
+    """The billed rates of `--billing SOURCE` — a FOCUS export file, a folder of export files, or
+    an `s3://bucket/prefix/` where a cloud writes its export — and a label for the prices."""
+    if source.startswith("s3://"):
+        with downloaded_export(source, MAX_EXPORT_FILES, MAX_EXPORT_BYTES) as files:
+            return read_focus_exports(files, source), f"billed rates from {source[:200]}"
+    path = Path(source)
+    files = export_files(path) if path.is_dir() else [path]
+    return read_focus_exports(files, str(path)), f"billed rates from {path.name}"
+
+
+def export_files(folder: Path) -> list[Path]:
+    """The export files under `folder` (as AWS Data Exports and GCP/Azure exports lay them out:
+    partitions in sub-folders), in name order, bounded in count and total size."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and _is_export(p.name))
+    if not files:
+        raise InputError("billing export folder holds no .csv, .csv.gz or .parquet file",
+                         file=str(folder))
+    if len(files) > MAX_EXPORT_FILES:
+        raise InputError(f"billing export folder holds more than {MAX_EXPORT_FILES} files",
+                         file=str(folder))
+    if sum(p.stat().st_size for p in files) > MAX_EXPORT_BYTES:
+        raise InputError(f"billing export is larger than {MAX_EXPORT_BYTES // 2**30} GiB",
+                         file=str(folder))
+    return files
+
+
+def _is_export(name: str) -> bool:
+    return name.lower().endswith(EXPORT_SUFFIXES)
+
+
 def read_focus_export(path: Path) -> BilledRates:
-    """Billed USD per hour of each resource in the FOCUS CSV export at `path`."""
+    """Billed USD per hour of each resource in the FOCUS export file at `path`."""
+    return read_focus_exports([path], str(path))
+
+
+def read_focus_exports(paths: list[Path], label: str) -> BilledRates:
+    """Billed USD per hour of each resource over several export files (one export's parts, or
+    several billing periods): costs summed, the charge window spanning them all."""
+    totals = _Totals()
+    for path in paths:
+        _read_file(totals, path)
+    return _rates(totals, label.rsplit("/", 1)[-1] or label, label)
+
+
+def _read_file(totals: _Totals, path: Path) -> None:
     if not path.is_file():
         raise InputError("billing export is not a readable file", file=str(path))
     if path.stat().st_size > MAX_EXPORT_BYTES:
         raise InputError(f"billing export is larger than {MAX_EXPORT_BYTES // 2**30} GiB",
                          file=str(path))
-    totals = _Totals()
     if path.suffix.lower() == ".parquet":
         for line, row in _parquet_rows(path):
             _add_row(totals, row, str(path), line)
-        return _rates(totals, path.name, str(path))
+        return
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        with _open_text(path) as handle:
             for line, row in _rows(handle, str(path)):
                 _add_row(totals, row, str(path), line)
-    except (csv.Error, UnicodeDecodeError) as exc:
+    except (csv.Error, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"billing export is not a valid UTF-8 CSV: {exc}",
                          file=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read billing export: {exc.strerror or exc}",
                          file=str(path)) from None
-    return _rates(totals, path.name, str(path))
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return path.open(encoding="utf-8-sig", newline="")
 
 
 def _rows(handle: Iterator[str], path: str) -> Iterator[tuple[int, Mapping[str, str | None]]]:
