@@ -17,6 +17,7 @@ from engine.core.catalog_files import with_instance_types
 from engine.core.catalog_tables import InstanceType
 from engine.sources.azure.clients import AzureClients
 from engine.sources.azure.failures import describe_error
+from engine.sources.azure.gpu_names import gpu_facts
 from engine.sources.azure.readers import SubscriptionEstate, plain
 
 MAX_SIZES_PER_SCAN = 64  # an estate naming more unknown sizes is not a real estate
@@ -117,16 +118,17 @@ def _number(value: Any, top: float) -> float | None:
 
 def instance_type(item: Mapping[str, Any]) -> InstanceType | None:
     """A catalog row from one SKU's capabilities (no `GPUs` capability: 0 GPUs). The SKU API
-    names no GPU model."""
+    names no GPU model: the size's name does, for the series `gpu_names` knows."""
     name = item.get("name")
     capabilities = item.get("capabilities")
     if not isinstance(name, str) or not name or len(name) > MAX_NAME \
             or not isinstance(capabilities, Mapping):
         return None
+    gpus = _number(capabilities.get("GPUs"), MAX_GPUS) or 0.0
+    model, memory = (gpu_facts(name) or ("", 0.0)) if gpus else ("", 0.0)
     return InstanceType(
-        cloud="azure", name=name, gpu_model="",
-        gpu_count=_number(capabilities.get("GPUs"), MAX_GPUS) or 0.0,
-        gpu_memory_gib=0.0, on_demand_usd_hr=None, region="", source=LIVE_SOURCE,
+        cloud="azure", name=name, gpu_model=model, gpu_count=gpus,
+        gpu_memory_gib=memory, on_demand_usd_hr=None, region="", source=LIVE_SOURCE,
         vcpus=_number(capabilities.get("vCPUs"), 10_000),
         memory_gib=_number(capabilities.get("MemoryGB"), 1_000_000))
 
