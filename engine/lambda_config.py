@@ -43,6 +43,9 @@ ENV_PROMETHEUS_CA = "GPUWARDEN_PROMETHEUS_CA"
 ENV_DCGM_URL = "GPUWARDEN_DCGM_URL"
 ENV_TELEMETRY_WINDOW = "GPUWARDEN_TELEMETRY_WINDOW"
 ENV_NOTIFY = "GPUWARDEN_NOTIFY"  # comma-separated --notify targets
+ENV_HISTORY = "GPUWARDEN_HISTORY"  # s3://bucket/prefix/, or "off"; default: under the reports
+HISTORY_OFF = frozenset({"off", "none", "false", "0"})
+HISTORY_FOLDER = "history"
 SSE_ALGORITHMS = ("AES256", "aws:kms")
 
 DEFAULT_MAX_ACTIONS = 10
@@ -102,6 +105,7 @@ class RunConfig:
     trigger_id: str | None = None  # scheduler execution id or EventBridge event id
     package_root: str = ""  # relative policy paths are read from here (LAMBDA_TASK_ROOT)
     notify: tuple[str, ...] = ()  # --notify targets: Slack / JSON webhook URLs, sns:ARN
+    history: str | None = None  # the run history (`--history`): an s3:// URL, or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +206,8 @@ def environment_defaults(environ: Mapping[str, str]) -> RunConfig:
     if sse not in SSE_ALGORITHMS:
         raise InputError(f"{ENV_SSE}: {sse!r} is not one of {', '.join(SSE_ALGORITHMS)}")
     max_actions = _text(environ, ENV_MAX_ACTIONS)
+    bucket = _text(environ, ENV_BUCKET)
+    prefix = environ.get(ENV_PREFIX, DEFAULT_PREFIX).strip().strip("/")
     return RunConfig(
         mode=_mode(_text(environ, ENV_MODE) or "dry-run", ENV_MODE),
         policies=_split(environ, ENV_POLICIES, _policy_path) or ("builtin",),
@@ -210,12 +216,31 @@ def environment_defaults(environ: Mapping[str, str]) -> RunConfig:
         max_actions=_max_actions(_int_text(max_actions, ENV_MAX_ACTIONS), ENV_MAX_ACTIONS)
         if max_actions else DEFAULT_MAX_ACTIONS,
         telemetry=_environment_telemetry(environ),
-        bucket=_text(environ, ENV_BUCKET),
-        prefix=environ.get(ENV_PREFIX, DEFAULT_PREFIX).strip().strip("/"),
+        bucket=bucket,
+        prefix=prefix,
         sse=sse,
         kms_key_id=kms_key_id,
         notify=_split(environ, ENV_NOTIFY, _notify_target),
+        history=_history(_text(environ, ENV_HISTORY), bucket, prefix),
     )
+
+
+def _history(value: str | None, bucket: str | None, prefix: str) -> str | None:
+    """The history URL: the environment's, none when it says off, else `history/` under the
+    reports (inside the prefix the function may write), or none without a report bucket."""
+    if value is None:
+        if bucket is None:
+            return None
+        return f"s3://{bucket}/{prefix}/{HISTORY_FOLDER}/" if prefix \
+            else f"s3://{bucket}/{HISTORY_FOLDER}/"
+    if value.lower() in HISTORY_OFF:
+        return None
+    bucket_name = value.removeprefix("s3://").partition("/")[0]
+    if not value.startswith("s3://") or not bucket_name or len(value) > MAX_TEXT \
+            or not value.isprintable():
+        raise InputError(f"{ENV_HISTORY}: {_shown(value)} is not an s3://bucket/prefix/ URL "
+                         "or off")
+    return value
 
 
 def _environment_telemetry(environ: Mapping[str, str]) -> TelemetryConfig:

@@ -178,13 +178,17 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
     log.info("start", mode=config.mode, now=instant.isoformat(), policies=list(config.policies),
              regions=list(config.regions), accounts=len(config.role_arns) or 1,
              max_actions=config.max_actions, report_bucket=config.bucket,
+             history=config.history,
              telemetry=_telemetry_sources(config))
     audit_path = Path(tempfile.gettempdir()) / f"gpuwarden-audit-{log.run_id}.jsonl"
-    result = run_scan(scan_request(config, instant, audit_path, deadline), _StageLog(log))
+    request = scan_request(config, instant, audit_path, deadline)
+    result = run_scan(request, _StageLog(log))
     if config.mode == "enforce":
         _log_enforcement(result.report, audit_path, log)
     stored = _store(config, result.engine, result.report, audit_path, instant, log)
+    history = _record_history(config, request, result, log)
     summary = _summary(config, result, instant, log, stored)
+    summary["history"] = history
     summary["duration_ms"] = _ms_since(started)
     log.info("done", **{k: v for k, v in summary.items() if k not in ("warnings", "errors")})
     return summary
@@ -296,6 +300,29 @@ def _store(config: RunConfig, engine: Engine, report: Report, audit_path: Path,
     if audit_uri is not None or not audit:
         audit_path.unlink(missing_ok=True)  # /tmp outlives the invocation in a warm sandbox
     return Stored(report_uri, audit_uri)
+
+
+def _record_history(config: RunConfig, request: ScanRequest, result: ScanResult,
+                    log: RunLog) -> str | None:
+    """The run in the history (`gpuwarden history` / `what-if` read it), as `scan --history`
+    records it: a date-partitioned JSON object under the history URL. A failed write is an
+    error line; the report is already stored."""
+    if config.history is None:
+        return None
+    from engine.history.record import collected_snapshot, record_run
+    from engine.pipeline import render_report
+
+    with log.timed("history", {"history": config.history}) as fields:
+        try:
+            record_run(config.history, at=request.now, command="scan", source="aws",
+                       report_json=render_report(result.report, "json", result.engine),
+                       snapshot=collected_snapshot(result.collected, request.now))
+        except InputError as exc:
+            fields["written"] = False
+            log.error("history", error=str(exc))
+            return None
+        fields["written"] = True
+    return config.history
 
 
 def _s3_client() -> Any:

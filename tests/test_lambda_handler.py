@@ -95,11 +95,12 @@ class Estate:
                     found[by_id[instance["InstanceId"]]] = instance["State"]["Name"]
         return found
 
-    def objects(self) -> dict[str, bytes]:
+    def objects(self, *, history: bool = False) -> dict[str, bytes]:
+        """The bucket's objects: the reports and audit logs, or (`history`) the run history."""
         s3 = self.client("s3")
         listed = s3.list_objects_v2(Bucket=BUCKET).get("Contents") or []
         return {o["Key"]: s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-                for o in listed}
+                for o in listed if ("/history/" in o["Key"]) == history}
 
 
 def _run_instance(ec2: Any, instance_type: str, tags: dict[str, str], *, spot: bool = False
@@ -216,12 +217,12 @@ def test_dry_run_writes_the_report_and_changes_nothing(
     # Dry-run read, and wrote only the report.
     writes = [c for c in made if c.split(":")[1].startswith(
         ("Stop", "Create", "Update", "Put", "Tag", "Delete", "Modify", "Add"))]
-    assert writes == ["s3:PutObject"]
+    assert writes == ["s3:PutObject", "s3:PutObject"]  # the report, the run's history
     assert set(made) <= granted(), set(made) - granted()
 
     lines = logged(capsys)
     assert [line["phase"] for line in lines] == [
-        "start", "policies", "scan", "evaluate", "store", "done"]
+        "start", "policies", "scan", "evaluate", "store", "history", "done"]
     assert {line["run_id"] for line in lines} == {run_id}
     assert {line["request_id"] for line in lines} == {FakeContext.aws_request_id}
     assert all("duration_ms" in line for line in lines if line["phase"] != "start")
@@ -280,9 +281,11 @@ def test_unwritable_bucket_is_logged_as_an_error_and_the_run_completes(
     summary = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
 
     assert summary["report"] is None and summary["findings"] > 0
-    assert len(summary["errors"]) == 1 and "no-such-bucket" in summary["errors"][0]
+    assert len(summary["errors"]) == 2 and all("no-such-bucket" in e for e in summary["errors"])
+    assert summary["history"] is None  # its history goes to the same bucket
     errors = [line for line in logged(capsys) if line["level"] == "error"]
-    assert [e["phase"] for e in errors] == ["store"] and "NoSuchBucket" in errors[0]["error"]
+    assert [e["phase"] for e in errors] == ["store", "history"]
+    assert all("NoSuchBucket" in e["error"] for e in errors)
 
 
 # ------------------------------------------------------------------------------ telemetry
@@ -344,7 +347,7 @@ def test_prometheus_telemetry_judges_the_instances_gpus(
     assert seen["resources"] > blind["resources"]
     lines = logged(capsys)
     assert [line["phase"] for line in lines if line["level"] == "info"] == [
-        "start", "policies", "scan", "telemetry", "evaluate", "store", "done"]
+        "start", "policies", "scan", "telemetry", "evaluate", "store", "history", "done"]
     start = next(line for line in lines if line["phase"] == "start")
     assert start["telemetry"] == ["prometheus"]
     telemetry = next(line for line in lines if line["phase"] == "telemetry")

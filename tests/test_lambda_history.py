@@ -1,0 +1,96 @@
+"""The scheduled Lambda records every run in the run history, in S3 by default: under the report
+bucket's prefix, partitioned by date, readable by `gpuwarden history` (moto in server mode)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from engine.core.errors import InputError
+from engine.lambda_config import ENV_HISTORY, parse_run_config
+from engine.lambda_handler import handler
+from tests import test_lambda_handler as lambda_tests
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+from tests.test_cli import run_cli
+from tests.test_lambda_handler import BUCKET, Estate, FakeContext, logged
+
+# The handler tests' fixtures: moto on loopback, a seeded account, its bucket.
+moto_endpoint = lambda_tests.moto_endpoint
+estate = lambda_tests.estate
+bucket = lambda_tests.bucket
+
+HISTORY = f"s3://{BUCKET}/gpuwarden/history/"
+
+
+def test_each_run_is_recorded_by_date_and_history_reads_it(
+    estate: Estate, bucket: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    night = handler({"now": OFF_HOURS.isoformat()}, FakeContext(aws_request_id="night"))
+    noon = handler({"now": BUSINESS_HOURS.isoformat()}, FakeContext(aws_request_id="noon"))
+    assert night["history"] == noon["history"] == HISTORY
+    assert night["errors"] == noon["errors"] == []
+
+    stored = estate.objects(history=True)
+    dates = sorted(key.split("/")[2] for key in stored)
+    assert dates == sorted([f"date={OFF_HOURS.date()}", f"date={BUSINESS_HOURS.date()}"])
+    documents = [json.loads(body) for body in stored.values()]
+    assert {doc["command"] for doc in documents} == {"scan"}
+    assert {doc["source"] for doc in documents} == {"aws"}
+    assert all(doc["snapshot"]["kind"] == "Snapshot" for doc in documents)
+    by_time = {doc["at"]: doc["report"] for doc in documents}
+    assert by_time[OFF_HOURS.isoformat()]["summary"]["failed"] == night["failed"]
+    assert by_time[BUSINESS_HOURS.isoformat()]["summary"]["failed"] == noon["failed"]
+    capsys.readouterr()
+
+    code, out, err = run_cli(["history", "--history", HISTORY, "--format", "json"], capsys,
+                             monkeypatch)
+    assert code == 0, err
+    runs = json.loads(out)["runs"]
+    assert [run["failed"] for run in runs] == [night["failed"], noon["failed"]]
+    fixed = {item["policy"] for item in runs[1]["fixed"]}
+    assert "gpu-off-hours-shutdown" in fixed  # at noon the dev GPUs are inside on-hours
+
+
+def test_a_history_url_from_the_environment_or_off(
+    estate: Estate, bucket: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    estate.client("s3").create_bucket(Bucket="finops")
+    monkeypatch.setenv(ENV_HISTORY, "s3://finops/gpu/")
+    summary = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
+    assert summary["history"] == "s3://finops/gpu/" and summary["errors"] == []
+    keys = [o["Key"] for o in estate.client("s3").list_objects_v2(Bucket="finops")["Contents"]]
+    assert len(keys) == 1 and keys[0].startswith(f"gpu/date={OFF_HOURS.date()}/run-")
+
+    monkeypatch.setenv(ENV_HISTORY, "off")
+    summary = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
+    assert summary["history"] is None and estate.objects(history=True) == {}
+    assert len(estate.client("s3").list_objects_v2(Bucket="finops")["Contents"]) == 1
+
+
+def test_without_a_report_bucket_nothing_is_recorded(estate: Estate) -> None:
+    summary = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
+    assert summary["history"] is None and summary["errors"] == []
+
+
+@pytest.mark.parametrize("value", ["/tmp/history.db", "s3://", "sqlite:///x.db", "s3://b/\x07"])
+def test_a_bad_history_setting_is_one_error_and_acts_on_nothing(
+    value: str, estate: Estate, bucket: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(ENV_HISTORY, value)
+    summary: dict[str, Any] = handler({"now": OFF_HOURS.isoformat()}, FakeContext())
+    assert set(summary) == {"error"} and summary["error"].startswith(f"{ENV_HISTORY}: ")
+    assert estate.objects() == {} and estate.objects(history=True) == {}
+    assert [line["phase"] for line in logged(capsys)] == ["config"]
+
+
+def test_the_default_follows_the_report_prefix() -> None:
+    environ = {"GPUWARDEN_REPORT_BUCKET": "r", "GPUWARDEN_REPORT_PREFIX": "/a/b/"}
+    assert parse_run_config({}, environ).history == "s3://r/a/b/history/"
+    assert parse_run_config({}, {**environ, "GPUWARDEN_REPORT_PREFIX": ""}).history \
+        == "s3://r/history/"
+    with pytest.raises(InputError, match="unknown event field 'history'"):
+        parse_run_config({"history": "s3://elsewhere/"}, environ)  # events cannot redirect it
