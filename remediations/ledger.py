@@ -8,6 +8,7 @@ line recorded are its savings. Totals by policy, team, account and month (of the
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -33,26 +34,39 @@ class Stop:
 
 def read_audit(path: Path) -> list[dict[str, Any]]:
     """The audit log's lines; a line that is not a JSON object is an InputError naming it."""
-    lines: list[dict[str, Any]] = []
     try:
         with path.open(encoding="utf-8") as handle:
-            for number, text in enumerate(handle, 1):
-                if number > MAX_LINES or len(text) > MAX_LINE_CHARS:
-                    raise InputError(f"audit log line {number} is past the ledger's limits",
-                                     file=str(path))
-                if not text.strip():
-                    continue
-                try:
-                    entry = orjson.loads(text)
-                except orjson.JSONDecodeError:
-                    entry = None
-                if not isinstance(entry, dict):
-                    raise InputError(f"audit log line {number} is not a JSON object",
-                                     file=str(path))
-                lines.append(entry)
+            return _entries(handle, str(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read audit log: {exc}", file=str(path)) from None
-    return lines
+
+
+def read_audit_at(location: str) -> list[dict[str, Any]]:
+    """A local audit log, or `s3://bucket/key` (one log) or `s3://bucket/prefix/` (every
+    `*.jsonl` under it, in key order: the Lambda's `<prefix>/<yyyy>/<mm>/<dd>/<run-id>.audit.jsonl`
+    sort by time)."""
+    if location.startswith("s3://"):
+        from remediations.ledger_s3 import read_s3_lines
+
+        return _entries(read_s3_lines(location, MAX_LINES), location)
+    return read_audit(Path(location))
+
+
+def _entries(lines: Iterable[str], where: str) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    for number, text in enumerate(lines, 1):
+        if number > MAX_LINES or len(text) > MAX_LINE_CHARS:
+            raise InputError(f"audit log line {number} is past the ledger's limits", file=where)
+        if not text.strip():
+            continue
+        try:
+            entry = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            entry = None
+        if not isinstance(entry, dict):
+            raise InputError(f"audit log line {number} is not a JSON object", file=where)
+        entries.append(entry)
+    return entries
 
 
 def _instant(value: Any) -> datetime | None:
