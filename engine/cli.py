@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -15,12 +15,11 @@ import typer
 
 from engine import console
 from engine.core.errors import ECHO_LIMIT, LINE_LIMIT, InputError, printable
-from engine.core.model import CostChange, Report, Resource, Severity
+from engine.core.model import Report, Resource, Severity
 from engine.history import commands as history_commands
 from engine.outputs.registry import FORMATS
 
 if TYPE_CHECKING:
-    from engine.core.evaluate import Engine
     from engine.notify.targets import Target
     from engine.pipeline import ScanRequest
     from remediations.runner import Deadline
@@ -136,11 +135,9 @@ def _emit(text: str, output: Path | None) -> None:
 
 def _finish(report: Report, engine: object, fmt: str, output: Path | None,
             source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool,
-            quiet: bool = False, *, by_account: bool = False,
-            extras: dict[str, Any] | None = None) -> NoReturn:
+            quiet: bool = False) -> NoReturn:
     from engine.core.evaluate import Engine
-    from engine.outputs.registry import render
-    from engine.pipeline import Gate, apply_unknown_mode, render_context
+    from engine.pipeline import Gate, apply_unknown_mode, render_context, render_report
 
     assert isinstance(engine, Engine)
     report = apply_unknown_mode(report, unknown)  # type: ignore[arg-type]
@@ -148,12 +145,10 @@ def _finish(report: Report, engine: object, fmt: str, output: Path | None,
         from engine.outputs.table import renderables
 
         width = console.report_width(sys.stdout)
-        console.print_renderable(renderables(render_context(report, engine, source_file, width,
-                                                            by_account=by_account)))
+        console.print_renderable(renderables(render_context(report, engine, source_file, width)))
     else:
         width = console.report_width(sys.stdout if output is None else None)
-        context = render_context(report, engine, source_file, width, by_account=by_account)
-        _emit(render(fmt, replace(context, **(extras or {}))), output)
+        _emit(render_report(report, fmt, engine, source_file, width), output)
     if output is not None:
         count = len(report.findings)
         console.note(f"wrote {fmt} report to {output} ({count} finding{'s' * (count != 1)})",
@@ -191,14 +186,23 @@ def check_plan(
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
     from engine.pipeline import build_engine, evaluate_and_plan, parse_instant
+    from engine.sources.terraform import plan_cost_changes, plan_resources, read_plan
 
     instant = parse_instant(now)
     engine = build_engine(policies, prices, catalog)
-    resources, cost_changes, documents = _read_plans(plans, engine)
+    documents = [(plan, read_plan(plan)) for plan in plans]
+    resources = [
+        resource
+        for plan, document in documents
+        for resource in plan_resources(document, plan, engine.catalog)
+    ]
     if tf_dir is not None:
         resources = _with_locations(resources, tf_dir)
+    cost_changes = [change for plan, document in documents
+                    for change in plan_cost_changes(document, plan, engine.catalog)]
     report = evaluate_and_plan(engine, resources, instant, door="plan", show_passed=show_passed,
-                               plans=documents, cost_changes=cost_changes)
+                               plans=[document for _, document in documents],
+                               cost_changes=cost_changes)
     if write_baseline is not None:
         from engine.baseline import baseline_document
 
@@ -215,8 +219,7 @@ def check_plan(
                    report_json=render_report(report, "json", engine),
                    snapshot=resources_snapshot(resources))
     source = _display_path(plans[0]) if len(plans) == 1 else None
-    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet,
-            extras=history_commands.html_extras(fmt, resources, engine, history))
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
 
 
 @app.command("check-manifests")
@@ -261,27 +264,6 @@ def check_manifests(
                                show_passed=show_passed)
     source = _display_path(paths[0]) if len(paths) == 1 and not Path(paths[0]).is_dir() else None
     _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
-
-
-def _read_plans(plans: list[str], engine: Engine) -> tuple[list[Resource], list[CostChange],
-                                                          list[dict[str, Any]]]:
-    """The resources and cost changes of `plans`, one plan at a time; the plan documents
-    themselves only when a policy reads whole plans (`input: plan`), as they are the bulk of
-    the memory a big plan takes."""
-    from engine.sources.terraform import plan_inputs, read_plan
-
-    keep_documents = any(p.rego is not None and p.rego.reads_documents for p in engine.policies)
-    resources: list[Resource] = []
-    cost_changes: list[CostChange] = []
-    documents: list[dict[str, Any]] = []
-    for plan in plans:
-        document = read_plan(plan, whole=keep_documents)
-        inputs = plan_inputs(document, plan, engine.catalog)
-        resources.extend(inputs.resources)
-        cost_changes.extend(inputs.cost_changes)
-        if keep_documents:
-            documents.append(document)
-    return resources, cost_changes, documents
 
 
 def _display_path(path: str) -> str | None:
@@ -352,19 +334,6 @@ def scan(
     subscription: Annotated[list[str] | None, typer.Option(
         "--subscription", help="Azure subscriptions (repeatable; default: all visible).")
     ] = None,
-    organization: Annotated[bool, typer.Option(
-        "--organization", help="Whole organisations: every active AWS account of the "
-        "organization (through --role-name), every active GCP project (under --folder), every "
-        "enabled Azure subscription; outputs group findings by account.")] = False,
-    role_name: Annotated[str | None, typer.Option(
-        "--role-name", help="--organization: the role assumed in each AWS member account "
-        "(default OrganizationAccountAccessRole).")] = None,
-    folder: Annotated[list[str] | None, typer.Option(
-        "--folder", help="GCP: only the projects under this folder or organization "
-        "(folders/ID or organizations/ID; repeatable; implies --organization).")] = None,
-    max_accounts: Annotated[int, typer.Option(
-        "--max-accounts", min=1, max=10_000, help="--organization: most accounts, projects or "
-        "subscriptions read per provider.")] = 1000,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     prometheus_url: PrometheusUrlOpt = None,
@@ -389,9 +358,7 @@ def scan(
     options = ScanOptions(
         regions=tuple(region or ()), role_arns=tuple(role_arn or ()), profile=profile,
         projects=tuple(project or ()), subscriptions=tuple(subscription or ()),
-        organization=organization or bool(folder), role_name=role_name,
-        folders=tuple(folder or ()), max_accounts=max_accounts, kubeconfig=kubeconfig,
-        context=context, prometheus_url=prometheus_url,
+        kubeconfig=kubeconfig, context=context, prometheus_url=prometheus_url,
         prometheus_token=prometheus_token, prometheus_basic_auth=prometheus_basic_auth,
         prometheus_ca=prometheus_ca, dcgm_url=dcgm_url, telemetry_window_s=window,
     )
@@ -408,9 +375,7 @@ def scan(
     result = run_scan(request, _ScanProgress(show=not quiet))
     if history is not None:
         history_commands.record_scan(history, request, result)
-    _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet,
-            by_account=options.organization, extras=history_commands.html_extras(
-                fmt, result.collected.resources, result.engine, history))
+    _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
 
 
 def _notify_targets(values: list[str] | None) -> tuple[Target, ...]:
