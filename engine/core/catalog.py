@@ -31,6 +31,14 @@ from engine.core.catalog_tables import (
     sorted_price_rows,
     type_key,
 )
+from engine.core.discounts import (
+    MAX_DISCOUNTS,
+    Discount,
+    discount_for,
+    discounted,
+    is_discount_row,
+    parse_discount,
+)
 from engine.core.errors import InputError
 
 __all__ = [
@@ -115,6 +123,7 @@ class Catalog:
         self.source_note = source_note
         self.overridden = overridden or set()
         self.billed: BilledRates = {}  # resources priced at their billed rate (--billing)
+        self.discounts: tuple[Discount, ...] = ()  # negotiated, off on-demand (--prices)
         self._gpu_types: dict[str, InstanceType] | None = None
         self._quotes: dict[tuple[str, str, str], PriceQuote | None] = {}
         # Lookups by GPU model name scan the tables; estates repeat a few names, so remember
@@ -189,9 +198,13 @@ class Catalog:
         if spec is None:
             return None
         if spec.name in self.overridden:
-            return override_quote(spec, region, capacity, self.spot_discount(spec.cloud))
-        return quote(spec, self.table.region_prices(spec.cloud, spec.name), region, capacity,
-                     self.spot_discount(spec.cloud))
+            found = override_quote(spec, region, capacity, self.spot_discount(spec.cloud))
+        else:
+            found = quote(spec, self.table.region_prices(spec.cloud, spec.name), region,
+                          capacity, self.spot_discount(spec.cloud))
+        if found is None or not self.discounts:
+            return found
+        return discounted(found, discount_for(self.discounts, spec.cloud, spec.name))
 
     def accelerator(self, name: str | None) -> Accelerator | None:
         if not name:
@@ -212,7 +225,7 @@ class Catalog:
             return None
         wanted = _model_key(gpu_model)
         prices = [
-            spec.on_demand_usd_hr / spec.gpu_count
+            spec.on_demand_usd_hr * self._kept_share(spec) / spec.gpu_count
             for spec in self.instances.values()
             if spec.on_demand_usd_hr is not None and _model_key(spec.gpu_model) == wanted
         ]
@@ -222,6 +235,22 @@ class Catalog:
             if acc.usd_hr_per_gpu is not None and _model_key(acc.gpu_model) == wanted
         ]
         return min(prices, default=None)
+
+    def discount_note(self, instance_type: str | None, region: str | None,
+                      usd_per_h: float) -> str:
+        """" less a negotiated N% (FILE)" when `usd_per_h` is this type's discounted catalog
+        price (not a price the input gave), else ""."""
+        if not self.discounts or not instance_type:
+            return ""
+        found = self.hourly_price(instance_type, region, "on_demand")
+        if found is None or not found.discount_pct or abs(found.usd_per_h - usd_per_h) > 1e-9:
+            return ""
+        return f" less a negotiated {found.discount_pct:g}% ({found.discount_source})"
+
+    def _kept_share(self, spec: InstanceType) -> float:
+        """The share of its list price a type costs after a negotiated discount."""
+        found = discount_for(self.discounts, spec.cloud, spec.name) if self.discounts else None
+        return 1 - found.percent / 100 if found else 1.0
 
     def spot_discount(self, cloud: str) -> float:
         return self.spot_discounts.get(cloud, 0.6)
@@ -453,6 +482,7 @@ def derived(base: Catalog, table: TypeTable, note: str, overridden: set[str]) ->
     made = Catalog(None, lambda: base.accelerators, base.mig_profiles, base.spot_discounts,
                    f"{base.source_note}; {note}", base.overridden | overridden, table=table)
     made.billed = base.billed  # a type learned after --billing keeps the billed rates
+    made.discounts = base.discounts
     return made
 
 
@@ -467,28 +497,46 @@ def with_billed_rates(base: Catalog, rates: BilledRates, note: str) -> Catalog:
 def with_price_overrides(base: Catalog, text: str, path: str) -> Catalog:
     """A copy of `base` whose on-demand prices come from the CSV `text`
     (`instance_type,on_demand_usd_hr`) of the price file `path` (read by `engine.loading`):
-    one price per type, for every region."""
+    one price per type, for every region. Rows `CLOUD:PATTERN` with a `discount_pct` are
+    negotiated discounts (`engine.core.discounts`)."""
     try:
         rows = list(csv.DictReader(text.splitlines()))
     except csv.Error as exc:  # a field over the csv module's limit, a stray quote...
         raise InputError(f"price file is not valid CSV: {exc}", file=str(path)) from None
     changed: dict[str, InstanceType] = {}
+    discounts: list[Discount] = []
     for line, row in enumerate(rows, start=2):
-        name, price = (row.get("instance_type") or "").strip(), row.get("on_demand_usd_hr")
-        try:
-            usd = float(price or "")
-        except ValueError:
-            raise InputError(
-                "expected columns instance_type,on_demand_usd_hr with a number",
-                file=str(path),
-                line=line,
-            ) from None
-        old = base.instance_type(name)
-        if old is not None:
-            changed[type_key(old.cloud, old.name)] = replace(
-                old, on_demand_usd_hr=usd, source=f"override: {path}")
-        elif name:
-            raise InputError(f"unknown instance type {name!r}", file=str(path), line=line)
+        name = (row.get("instance_type") or "").strip()
+        if is_discount_row(name):
+            discounts.append(parse_discount(name, row.get("discount_pct"), path, line))
+            if len(discounts) > MAX_DISCOUNTS:
+                raise InputError(f"more than {MAX_DISCOUNTS} discount rows", file=path)
+            continue
+        spec = _overridden_type(base, name, row.get("on_demand_usd_hr"), path, line)
+        if spec is not None:
+            changed[type_key(spec.cloud, spec.name)] = spec
+    return _with_discounts(_with_overrides(base, changed, path), tuple(discounts), path)
+
+
+def _overridden_type(base: Catalog, name: str, price: str | None, path: str,
+                     line: int) -> InstanceType | None:
+    try:
+        usd = float(price or "")
+    except ValueError:
+        raise InputError(
+            "expected columns instance_type,on_demand_usd_hr with a number",
+            file=str(path),
+            line=line,
+        ) from None
+    old = base.instance_type(name)
+    if old is None and name:
+        raise InputError(f"unknown instance type {name!r}", file=str(path), line=line)
+    return replace(old, on_demand_usd_hr=usd, source=f"override: {path}") if old else None
+
+
+def _with_overrides(base: Catalog, changed: dict[str, InstanceType], path: str) -> Catalog:
+    if not changed:
+        return base
     # The override is the type's one price, for every region: no regional rows under it.
     no_regions: dict[str, dict[str, RegionPrices]] = {}
     for key, spec in changed.items():
@@ -496,3 +544,11 @@ def with_price_overrides(base: Catalog, text: str, path: str) -> Catalog:
     table = base.table.layered(changed, no_regions)
     return derived(base, table, f"prices overridden from {path}",
                    {spec.name for spec in changed.values()})
+
+
+def _with_discounts(base: Catalog, discounts: tuple[Discount, ...], path: str) -> Catalog:
+    if not discounts:
+        return base
+    made = derived(base, base.table, f"negotiated discounts from {path}", set())
+    made.discounts = base.discounts + discounts
+    return made

@@ -21,6 +21,8 @@ class PriceQuote:
     estimate: bool  # spot derived from on-demand and the cloud's default discount
     source: str
     as_of: str = ""
+    discount_pct: float = 0.0  # a negotiated discount applied to the list price
+    discount_source: str = ""
 
     @property
     def fallback(self) -> bool:
@@ -35,6 +37,8 @@ class PriceQuote:
         if self.fallback:
             where += f" (the catalog has none for {self.requested_region})"
         text = f"{self.instance_type} {what} ${self.usd_per_h:,.4g}/h, {where}"
+        if self.discount_pct:  # the same words as Catalog.discount_note
+            text += f" less a negotiated {self.discount_pct:g}% ({self.discount_source})"
         dated = f"{self.source}, {self.as_of}" if self.as_of else self.source
         return f"{text}; {dated}"
 

@@ -56,7 +56,8 @@ def hourly_price(resource: Resource, catalog: Catalog) -> tuple[float | None, st
     """On-demand $/h of one instance/replica: the list price, else its GPUs at catalog rates."""
     if resource.hourly_usd is not None:
         source = f"{resource.instance_type} list price" if resource.instance_type else "list price"
-        return resource.hourly_usd, source
+        return resource.hourly_usd, source + catalog.discount_note(
+            resource.instance_type, resource.region, resource.hourly_usd)
     gpu = resource.gpu
     if gpu is None or not gpu.count:
         return None, "no price known"
