@@ -17,9 +17,12 @@ from engine.loading.policies import load_policies
 from engine.rego.gatekeeper import matches, selector_matches
 from engine.rego.inputs import admission_request, request_for_manifest
 from engine.rego.policy import RegoProgram
+from engine.webhook.caches import StaticLister
+from engine.webhook.inventory import Gvk, read_inventory
 
 LIBRARY = Path(__file__).parent / "data" / "gatekeeper"
-TEMPLATES = ["requiredlabels", "allowedrepos", "containerlimits"]
+TEMPLATES = ["requiredlabels", "allowedrepos", "containerlimits", "uniqueingresshost",
+             "uniqueserviceselector"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,6 +50,18 @@ def _resource(obj: dict[str, Any]) -> Resource:
                     raw=obj)
 
 
+def _use_inventory(program: RegoProgram, objects: list[dict[str, Any]]) -> None:
+    """The suite case's `inventory:` objects as data.inventory, built as the webhook builds it
+    from listed objects (for the kinds the imported policy declares)."""
+    kinds = [Gvk(k.group, k.version, k.kind) for k in program.spec.inventory]
+    listed: dict[Gvk, tuple[bool, list[dict[str, Any]]]] = {}
+    for obj in objects:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        listed.setdefault(Gvk(group, version, obj["kind"]), (True, []))[1].append(obj)
+    inventory = read_inventory(StaticLister(objects=listed), kinds, dra_claims=False)
+    program.use_inventory(inventory.document(kinds), inventory.gap(kinds))
+
+
 def _violations(program: RegoProgram, parameters: dict[str, Any], obj: dict[str, Any]
                 ) -> list[str]:
     resource = _resource(obj)
@@ -68,6 +83,11 @@ def test_library_suite_case(tmp_path: Path, name: str, test: dict[str, Any],
     [policy] = load_policies([str(tmp_path)])
     assert isinstance(policy.rego, RegoProgram)
     obj = yaml.safe_load((base / case["object"]).read_text())
+    inventory = [yaml.safe_load((base / path).read_text()) for path in case.get("inventory", [])]
+    if policy.rego.spec.inventory:
+        _use_inventory(policy.rego, inventory)
+    else:
+        assert not inventory, "a case with inventory objects for a template without sync data"
     found = _violations(policy.rego, policy.spec.parameters, obj)
     for assertion in case["assertions"]:
         wanted = assertion.get("violations")

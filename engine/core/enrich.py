@@ -8,6 +8,8 @@ from engine.core.model import GpuSpec, Resource
 # Marked unknown on a resource whose instance type the catalog does not list (with "gpu"):
 # its GPUs are not known, and the reason names the type (see `catalog_miss`).
 CATALOG_MISS = "gpu.catalog"
+# Marks a DRA claim a workload names that was not found (followed by "Kind namespace/name").
+CLAIM_MISS_PREFIX = "gpu.claim:"
 CLOUD_PROVIDERS = frozenset({"aws", "gcp", "azure"})
 
 
@@ -50,6 +52,16 @@ def _listed(catalog: Catalog, name: str) -> bool:
 def _gpus_unread(resource: Resource) -> bool:
     return resource.provider in CLOUD_PROVIDERS and (
         resource.gpu is None or (resource.gpu.count is None and not resource.gpu.mig_count))
+
+
+def claim_miss(resource: Resource) -> str | None:
+    """Why a workload's GPUs are unknown when a DRA claim it names was not found: which."""
+    claims = sorted(path.removeprefix(CLAIM_MISS_PREFIX) for path in resource.unknown
+                    if path.startswith(CLAIM_MISS_PREFIX))
+    if not claims:
+        return None
+    return (f"the DRA claim(s) it names were not found ({', '.join(claims)}), so how many GPUs "
+            "it gets is not known")
 
 
 def catalog_miss(resource: Resource) -> str | None:

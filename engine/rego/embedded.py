@@ -160,9 +160,10 @@ class EmbeddedEvaluator:
             elif module.shown in v0:
                 text = _with_v0_aliases(text)
             self.sources.append((module.shown, text))
-        self.data_json = orjson.dumps(data).decode() if data else ""
         self.modules = tuple(modules)
-        self.serial = next(_SERIALS)
+        # (engine key, data JSON), swapped whole by replace_data: a new key for new data
+        self._state = (next(_SERIALS), orjson.dumps(data).decode() if data else "")
+        self.family = self.serial  # the worker keeps one engine per family
         self.timeouts = {"plan": timeout_s, "runtime": timeout_s,
                          "admission": admission_timeout_s}
         self.aborts = 0
@@ -173,11 +174,25 @@ class EmbeddedEvaluator:
                            "entry_points": list(entry_points)},
                           "compiling", self._default_file, self.shifts)
 
-    def _load(self) -> None:
-        _load_request({"op": "load", "key": self.serial, "sources": self.sources,
-                       "data": self.data_json, "v0": self.v0},
+    @property
+    def serial(self) -> int:
+        return self._state[0]
+
+    @property
+    def data_json(self) -> str:
+        return self._state[1]
+
+    def replace_data(self, data: Mapping[str, Any]) -> None:
+        """Evaluations that start from now on see `data` (the webhook's data.inventory): each
+        thread's worker loads it on its next evaluation, in place of this evaluator's engine."""
+        self._state = (next(_SERIALS), orjson.dumps(data).decode() if data else "")
+
+    def _load(self, state: tuple[int, str] | None = None) -> None:
+        serial, data_json = state or self._state
+        _load_request({"op": "load", "key": serial, "family": self.family,
+                       "sources": self.sources, "data": data_json, "v0": self.v0},
                       "loading the modules", self._default_file, self.shifts)
-        sandbox.thread_worker().loaded.add(self.serial)
+        sandbox.thread_worker().loaded.add(serial)
 
     def evaluate(self, paths: Sequence[str], input_doc: Any,
                  door: Door = "plan") -> dict[str, Any]:
@@ -189,9 +204,10 @@ class EmbeddedEvaluator:
             raise RegoAborted(f"rego: not evaluated: stopped by a limit {self.aborts} times "
                               "already in this run", file=self._default_file)
         payload = _input_json(input_doc)
-        header = {"op": "eval", "key": self.serial, "paths": list(paths)}
+        state = self._state  # one engine key and its data for the whole evaluation
+        header = {"op": "eval", "key": state[0], "paths": list(paths)}
         try:
-            answer, body = self._ask(header, payload, self.timeouts.get(door, 10.0))
+            answer, body = self._ask(header, payload, self.timeouts.get(door, 10.0), state)
         except RegoAborted as exc:
             if door != "admission":
                 self.aborts += 1
@@ -203,15 +219,16 @@ class EmbeddedEvaluator:
         _refuse_inexact_numbers(values, self._default_file)
         return values
 
-    def _ask(self, header: dict[str, Any], payload: bytes,
-             timeout_s: float) -> tuple[dict[str, Any], bytes]:
-        if self.serial not in sandbox.thread_worker().loaded:
-            self._load()
+    def _ask(self, header: dict[str, Any], payload: bytes, timeout_s: float,
+             state: tuple[int, str] | None = None) -> tuple[dict[str, Any], bytes]:
+        state = state or self._state
+        if state[0] not in sandbox.thread_worker().loaded:
+            self._load(state)
         worker = sandbox.thread_worker()
         answer, body = worker.request(header, payload, timeout_s=timeout_s,
                                       what="evaluating the policy")
         if answer.get("missing"):  # the worker dropped this engine for newer ones
-            self._load()
+            self._load(state)
             answer, body = worker.request(header, payload, timeout_s=timeout_s,
                                           what="evaluating the policy")
         return answer, body

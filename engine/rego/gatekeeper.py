@@ -9,8 +9,14 @@ and its enforcementAction mapped to the admission door.
 `matches` decides a Constraint's `spec.match` for one object as Gatekeeper does: kinds
 (apiGroups × kinds, `*` for any), namespaces / excludedNamespaces (a trailing `*` is a prefix),
 labelSelector and namespaceSelector (matchLabels and matchExpressions In / NotIn / Exists /
-DoesNotExist). A cluster-scoped object passes the namespace criteria except namespaceSelector,
-which a Namespace object answers with its own labels.
+DoesNotExist), name (a `*` at either end is a wildcard) and source (All, Original, Generated:
+the Pod a controller's template makes). A cluster-scoped object passes the namespace criteria
+except namespaceSelector, which a Namespace object answers with its own labels. `check_match`
+refuses a malformed one (a wrong type, an unknown key) at load, with one line.
+
+A template's `metadata.gatekeeper.sh/requires-sync-data` annotation becomes the policies'
+`rego.inventory`: the kinds the webhook replicates into `data.inventory` for it (`SyncKind`,
+the shape of Gatekeeper's Config `spec.sync.syncOnly`).
 """
 
 from __future__ import annotations
@@ -19,9 +25,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import orjson
 import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from engine.core.errors import InputError
 from engine.core.model import Category, Resource
@@ -32,6 +47,9 @@ from engine.sources.kubernetes import pod_template_path
 TARGET = "admission.k8s.gatekeeper.sh"
 TEMPLATE_API_GROUP = "templates.gatekeeper.sh/"
 MAX_CONSTRAINTS = 256
+MAX_MATCH_ITEMS = 256  # entries of one list in spec.match
+MAX_SYNC_KINDS = 64
+SYNC_ANNOTATION = "metadata.gatekeeper.sh/requires-sync-data"
 _ID_CHARS = re.compile(r"[^a-z0-9-]+")
 _TEMPLATE_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")  # a file name, too
 _ENFORCEMENT = {"deny": "deny", "warn": "warn", "dryrun": "off"}
@@ -45,6 +63,7 @@ class Template:
     rego: str
     libs: tuple[str, ...]
     package: str
+    sync: tuple[dict[str, str], ...] = ()  # the kinds its requires-sync-data annotation names
 
 
 @dataclass(frozen=True)
@@ -53,6 +72,97 @@ class Constraint:
     parameters: dict[str, Any]
     match: dict[str, Any]
     enforcement: str
+
+
+# ---------------------------------------------------------------------------- schemas
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class MatchExpression(_Strict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list, max_length=MAX_MATCH_ITEMS)
+
+    @model_validator(mode="after")
+    def _values_fit_the_operator(self) -> MatchExpression:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs values")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Strict):
+    match_labels: dict[str, str] = Field(default_factory=dict, alias="matchLabels")
+    match_expressions: list[MatchExpression] = Field(default_factory=list,
+                                                     alias="matchExpressions",
+                                                     max_length=MAX_MATCH_ITEMS)
+
+
+class KindSelector(_Strict):
+    api_groups: list[str] = Field(default_factory=list, alias="apiGroups",
+                                  max_length=MAX_MATCH_ITEMS)
+    kinds: list[str] = Field(default_factory=list, max_length=MAX_MATCH_ITEMS)
+
+
+class Match(_Strict):
+    """Gatekeeper's `spec.match`, every field it defines; anything else is refused."""
+
+    kinds: list[KindSelector] = Field(default_factory=list, max_length=MAX_MATCH_ITEMS)
+    scope: Literal["*", "Cluster", "Namespaced"] = "*"
+    namespaces: list[str] = Field(default_factory=list, max_length=MAX_MATCH_ITEMS)
+    excluded_namespaces: list[str] = Field(default_factory=list, alias="excludedNamespaces",
+                                           max_length=MAX_MATCH_ITEMS)
+    label_selector: LabelSelector | None = Field(default=None, alias="labelSelector")
+    namespace_selector: LabelSelector | None = Field(default=None, alias="namespaceSelector")
+    name: str | None = None
+    source: Literal["All", "Original", "Generated"] = "All"
+
+
+class SyncKind(_Strict):
+    """One entry of Gatekeeper's Config `spec.sync.syncOnly`: a kind replicated into
+    `data.inventory`."""
+
+    group: str = ""
+    version: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+class _SyncAlternative(_Strict):
+    groups: list[str] = Field(max_length=MAX_SYNC_KINDS)
+    versions: list[str] = Field(max_length=MAX_SYNC_KINDS)
+    kinds: list[str] = Field(max_length=MAX_SYNC_KINDS)
+
+
+_SYNC_REQUIREMENTS = TypeAdapter(list[list[_SyncAlternative]])
+
+
+def check_match(value: Any) -> dict[str, Any]:
+    """`value` when it is a well-formed `spec.match`; else ValueError with one line naming the
+    first wrong field."""
+    try:
+        Match.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError(f"spec.match {_first_error(exc)}") from None
+    return dict(value)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                    for part in error["loc"]).lstrip(".")
+    shown = orjson.dumps(error.get("input"), default=str).decode()
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    what = "unknown key" if error["type"] == "extra_forbidden" else str(
+        error["msg"]).removeprefix("Value error, ")
+    return f"{where or '(top)'}: {what} (got {shown})"
 
 
 # ---------------------------------------------------------------------------- reading
@@ -86,12 +196,22 @@ def _list(value: Any) -> list[Any]:
 def _template_rego(target: Mapping[str, Any], file: str) -> tuple[str, list[Any]]:
     """The Rego source and libs of a target: inline, or its `code` entry for engine Rego."""
     if isinstance(target.get("rego"), str):
-        return target["rego"], _list(target.get("libs"))
+        return target["rego"], _libs(target.get("libs"), file)
     for code in _list(target.get("code")):
         if _get(code, "engine") == "Rego" and isinstance(_get(code, "source", "rego"), str):
-            return code["source"]["rego"], _list(_get(code, "source", "libs"))
+            return code["source"]["rego"], _libs(_get(code, "source", "libs"), file)
     raise InputError(f"the {TARGET} target has no Rego (only Rego templates are imported)",
                      file=file)
+
+
+def _libs(value: Any, file: str) -> list[Any]:
+    """A target's `libs`: absent, or a list (Gatekeeper refuses anything else, so do we)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"libs must be a list of Rego texts, got {type(value).__name__}",
+                         file=file)
+    return list(value)
 
 
 def read_template(path: Path) -> Template:
@@ -118,7 +238,31 @@ def read_template(path: Path) -> Template:
     if package is None:
         raise InputError("the template's Rego has no package", file=file)
     title = _get(doc, "metadata", "annotations", "metadata.gatekeeper.sh/title")
-    return Template(name, kind, str(title or kind), rego, tuple(libs), package.group(1))
+    sync = sync_kinds(_get(doc, "metadata", "annotations", SYNC_ANNOTATION), file)
+    return Template(name, kind, str(title or kind), rego, tuple(libs), package.group(1), sync)
+
+
+def sync_kinds(annotation: Any, file: str) -> tuple[dict[str, str], ...]:
+    """The kinds a template's `requires-sync-data` annotation names (a JSON list of
+    requirements, each a list of `{groups, versions, kinds}` alternatives, the whole text
+    possibly wrapped in quotes as the library writes it): every group × version × kind, since
+    the webhook replicates them all."""
+    if annotation is None:
+        return ()
+    try:
+        requirements = _SYNC_REQUIREMENTS.validate_json(str(annotation).strip().strip('"'))
+        found = {(group, version, kind)
+                 for requirement in requirements for entry in requirement
+                 for group in entry.groups for version in entry.versions
+                 for kind in entry.kinds}
+        kinds = [SyncKind(group=g, version=v, kind=k).model_dump() for g, v, k in sorted(found)]
+    except ValidationError:
+        raise InputError(f"annotation {SYNC_ANNOTATION} is not a JSON list of lists of "
+                         "{groups, versions, kinds}", file=file) from None
+    if len(kinds) > MAX_SYNC_KINDS:
+        raise InputError(f"annotation {SYNC_ANNOTATION} names more than {MAX_SYNC_KINDS} kinds",
+                         file=file)
+    return tuple(kinds)
 
 
 def read_constraints(paths: Sequence[Path], template: Template) -> list[Constraint]:
@@ -145,6 +289,10 @@ def _constraint(doc: Mapping[str, Any], file: str) -> Constraint:
         raise InputError("a Constraint needs metadata.name", file=file)
     if not isinstance(parameters, Mapping) or not isinstance(match, Mapping):
         raise InputError("spec.parameters and spec.match must be mappings", file=file)
+    try:
+        check_match(_plain(match))
+    except ValueError as exc:
+        raise InputError(f"Constraint {name}: {exc}", file=file) from None
     if action not in _ENFORCEMENT:
         raise InputError(f"enforcementAction {action!r} (one of: {', '.join(_ENFORCEMENT)})",
                          file=file)
@@ -175,7 +323,8 @@ def policy_document(template: Template, constraints: Sequence[Constraint],
             "resources": ["workload", "other"],
             "parameters": constraint.parameters,
             "rego": {"module": list(modules), "package": template.package,
-                     "input": "admission", "match": constraint.match},
+                     "input": "admission", "match": constraint.match,
+                     **({"inventory": list(template.sync)} if template.sync else {})},
             "enforcement": {"plan": "off", "admission": constraint.enforcement,
                             "runtime": "audit"},
             "cost": "none",
@@ -220,6 +369,8 @@ def matches(match: Mapping[str, Any], obj: Mapping[str, Any], namespace: str | N
         return False
     if not _namespace_matches(match, namespace):
         return False
+    if "name" in match and not _name_matches(match["name"], _get(obj, "metadata", "name")):
+        return False
     labels = _labels(obj)
     if "labelSelector" in match and not selector_matches(match["labelSelector"], labels):
         return False
@@ -247,6 +398,17 @@ def _kind_matches(kinds: Any, group: str, kind: str) -> bool:
 def _pattern_matches(patterns: Any, name: str) -> bool:
     return any(name == p or (p.endswith("*") and name.startswith(p[:-1]))
                for p in patterns if isinstance(p, str)) if isinstance(patterns, list) else False
+
+
+def _name_matches(pattern: Any, name: Any) -> bool:
+    """Gatekeeper's `match.name`: exact, or a `*` at its start or end as a wildcard."""
+    if not isinstance(pattern, str) or not isinstance(name, str):
+        return False
+    if pattern.startswith("*"):
+        return name.endswith(pattern[1:])
+    if pattern.endswith("*"):
+        return name.startswith(pattern[:-1])
+    return name == pattern
 
 
 def _namespace_matches(match: Mapping[str, Any], namespace: str | None) -> bool:
@@ -296,9 +458,10 @@ def judged_resource(match: Mapping[str, Any], resource: Resource) -> Resource | 
     Pod that `match` selects, that Pod (Gatekeeper's expansion: a Deployment wrapping a pod a
     Pod constraint forbids is judged as that pod); else None."""
     labels = resource.namespace_labels
-    if matches(match, resource.raw, resource.namespace, labels):
+    source = match.get("source", "All")
+    if source != "Generated" and matches(match, resource.raw, resource.namespace, labels):
         return resource
-    pod = expanded_pod(resource.raw, resource.namespace)
+    pod = expanded_pod(resource.raw, resource.namespace) if source != "Original" else None
     if pod is not None and matches(match, pod, resource.namespace, labels):
         return resource.model_copy(update={"raw": pod, "kind": "Pod"})
     return None

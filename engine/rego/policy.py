@@ -43,9 +43,11 @@ from engine.rego.common import (
     RegoError,
     RegoEvaluator,
     RegoModule,
+    RegoUnavailable,
     query_path,
     strip_comments,
 )
+from engine.rego.gatekeeper import MAX_SYNC_KINDS, SyncKind, check_match
 from engine.rego.inputs import InputKind, admission_input, resource_input
 
 EvaluatorKind = Literal["embedded", "remote"]
@@ -92,6 +94,15 @@ class RegoSpec(BaseModel):
     failure_policy: FailurePolicy = Field(
         default="Ignore", description="At admission, when the evaluator cannot answer: Ignore "
         "(an unknown finding, a warning) or Fail (a failing finding, a denial).")
+    inventory: list[SyncKind] = Field(
+        default_factory=list, max_length=MAX_SYNC_KINDS, description="Kinds the webhook "
+        "replicates into data.inventory for this policy (Gatekeeper's Config spec.sync.syncOnly "
+        "entries: group, version, kind); input: admission, evaluator: embedded.")
+
+    @field_validator("match")
+    @classmethod
+    def _valid_match(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_match(value)
 
     @field_validator("package")
     @classmethod
@@ -110,6 +121,9 @@ class RegoSpec(BaseModel):
             raise ValueError("module: give at least one .rego file")
         if self.match is not None and self.input != "admission":
             raise ValueError("match (a Gatekeeper spec.match) is for input: admission")
+        if self.inventory and (self.input != "admission" or self.evaluator != "embedded"):
+            raise ValueError("inventory (data.inventory from the webhook's cluster cache) is for "
+                             "input: admission with evaluator: embedded")
         return self
 
     @property
@@ -143,6 +157,8 @@ class RegoProgram:
     rules: tuple[str, ...]
     evaluator: RegoEvaluator
     input_keys: frozenset[str] | None  # top-level input keys the modules can read; None: all
+    # data.inventory as the webhook last replicated it: why it is incomplete (None: complete)
+    inventory_gap: list[str | None] = field(default_factory=lambda: [None])
 
     @property
     def reads_plan(self) -> bool:
@@ -193,7 +209,19 @@ class RegoProgram:
             return plan
         return {key: value for key, value in plan.items() if key in self.input_keys}
 
+    def use_inventory(self, inventory: Mapping[str, Any], gap: str | None) -> None:
+        """Evaluate from now on with `inventory` as `data.inventory` (Gatekeeper's shape, the
+        kinds the policy declares); `gap` says why some of it is missing, and admission
+        evaluations then fail by the policy's failure_policy instead of passing on half of it."""
+        self.inventory_gap[0] = gap
+        replace = getattr(self.evaluator, "replace_data", None)
+        if replace is not None:
+            replace({**self.data, "inventory": inventory})
+
     def messages(self, input_doc: Any, door: Door) -> list[RegoMessage]:
+        gap = self.inventory_gap[0]
+        if gap is not None and door == "admission":
+            raise RegoUnavailable(f"data.inventory is incomplete: {gap}")
         values = self.evaluator.evaluate(self.paths, input_doc, door)
         found: list[RegoMessage] = []
         for rule, path in zip(self.rules, self.paths, strict=True):
@@ -292,6 +320,9 @@ def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | 
         raise InputError(f"policy {policy_id}: package {package} defines none of the rules "
                          f"{', '.join(CONVENTION_RULES)}", file=file, line=line)
     data = _merged_data(spec.data, file, base_dir, line)
+    if spec.inventory and "inventory" in data:
+        raise InputError(f"policy {policy_id}: data documents set `inventory`, which the "
+                         "policy's `inventory:` kinds fill", file=file, line=line)
     paths = [query_path(package, rule) for rule in rules]
     evaluator = _evaluator(spec, modules, data, paths, policy_id=policy_id, file=file, line=line,
                            environ=environ or {})

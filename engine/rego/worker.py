@@ -10,8 +10,9 @@ Frames, both ways: two big-endian 32-bit lengths (header, payload), a JSON heade
 raw bytes (the input document, or the answer's values). Requests (`op` in the header):
 
 - `parse {name, text, v0}`: parse one module (for Rego v0 detection and parse errors);
-- `load {key, sources, data, v0}`: build an engine for evaluator `key`; the most recent
+- `load {key, family, sources, data, v0}`: build an engine for evaluator `key`; the most recent
   `MAX_ENGINES` are kept, an evicted one is reported `missing` and loaded again by the parent;
+  an engine loaded with new data for the same `family` replaces the older one;
 - `check {sources, entry_points}`: compile for regorus' VM (it resolves every function call);
 - `eval {key, paths}` with the input as payload: the values of the defined `paths` (rules or
   base documents of `data`).
@@ -66,6 +67,7 @@ class Worker:
         self.regorus = regorus
         self.orjson = orjson
         self.engines: OrderedDict[int, Any] = OrderedDict()
+        self.families: dict[int, int] = {}  # evaluator family → its engine key
 
     def handle(self, request: dict[str, Any], payload: bytes) -> tuple[dict[str, Any], bytes]:
         try:
@@ -100,6 +102,10 @@ class Worker:
             engine.add_policy(name, text)
         if request.get("data"):
             engine.add_data_json(request["data"])
+        family = request.get("family")
+        if family is not None:  # new data for an evaluator: its older engine is dropped
+            self.engines.pop(self.families.get(family, -1), None)
+            self.families[family] = request["key"]
         self.engines[request["key"]] = engine
         self.engines.move_to_end(request["key"])
         while len(self.engines) > MAX_ENGINES:

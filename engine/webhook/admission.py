@@ -188,7 +188,8 @@ class Judge:
         assert request.object is not None
         obj = _with_identity(request.object, request)
         labels = self.caches.namespace_labels(_namespace_of(obj))
-        resource = workload_resource(obj, labels, catalog=self.catalog, state=State.PLANNED)
+        resource = workload_resource(obj, labels, catalog=self.catalog, state=State.PLANNED,
+                                     claims=self.caches.claims())
         if resource is None and getattr(self.evaluator, "judges_every_kind", False):
             return obj, object_resource(obj, _namespace_of(obj), labels)
         if resource is None:

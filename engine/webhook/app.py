@@ -42,6 +42,7 @@ from engine.webhook.admission import (
 )
 from engine.webhook.caches import ClusterCache, Snapshot
 from engine.webhook.executor import BoundedExecutor, Busy
+from engine.webhook.inventory import inventory_feed
 from engine.webhook.limits import ObjectTooLarge, check_object
 from engine.webhook.metrics import WebhookMetrics
 from engine.webhook.review import (
@@ -109,6 +110,8 @@ class WebhookApp:
         self.policies_loaded = bool(engine.policies)
         self.executor = BoundedExecutor(settings.workers, settings.max_in_flight)
         metrics.evaluations_in_flight.set_function(lambda: self.executor.in_flight)
+        self.inventory = inventory_feed(engine.policies)
+        caches.inventory_kinds |= self.inventory.kinds
         caches.on_refresh = self._cache_refreshed
         if caches.snapshot is not None:
             self._cache_refreshed(caches.snapshot)
@@ -117,6 +120,9 @@ class WebhookApp:
         self.metrics.cache_refreshed.set(snapshot.listed_at)
         self.metrics.cache_objects.labels("namespace").set(len(snapshot.namespaces))
         self.metrics.cache_objects.labels("gpu_node").set(len(snapshot.nodes))
+        self.metrics.cache_objects.labels("inventory").set(snapshot.inventory.objects)
+        self.metrics.cache_objects.labels("dra_claim").set(len(snapshot.inventory.claims))
+        self.inventory.push(snapshot.inventory)
 
     # ------------------------------------------------------------------ admission
 

@@ -1,8 +1,10 @@
 """Cluster facts the webhook needs without network I/O on the request path.
 
-Namespace labels (production is decided by them when a workload has no env label) and the GPU
-nodes (which GPU model a workload lands on, which MIG resources nodes offer) are listed from the
-API server in a background task every `resync` seconds; requests only read the last snapshot.
+Namespace labels (production is decided by them when a workload has no env label), the GPU
+nodes (which GPU model a workload lands on, which MIG resources nodes offer) and the inventory
+(`engine.webhook.inventory`: the kinds Rego policies declare for `data.inventory`, and the DRA
+claims pods name) are listed from the API server in a background task every `resync` seconds;
+requests only read the last snapshot.
 
 Listing goes through a `Lister`: `KubernetesLister` uses the official `kubernetes` client
 (imported lazily, only here); tests inject their own.
@@ -15,13 +17,26 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 
 from engine.core.errors import InputError
-from engine.sources.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, MIG_RESOURCE_PREFIX
+from engine.sources.kubernetes import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    ClaimIndex,
+)
+from engine.webhook.inventory import (
+    MAX_BYTES,
+    MAX_OBJECTS,
+    Gvk,
+    Inventory,
+    NotServed,
+    read_inventory,
+)
 
 log = logging.getLogger("gpuwarden.webhook")
 LIST_PAGE_SIZE = 500
@@ -52,6 +67,7 @@ class Snapshot:
     namespaces: Mapping[str, Mapping[str, str]]
     nodes: tuple[NodeInfo, ...]
     listed_at: float
+    inventory: Inventory = field(default_factory=Inventory)
 
 
 class ClusterCache:
@@ -67,6 +83,9 @@ class ClusterCache:
         self._refresh_wanted: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.on_refresh: Callable[[Snapshot], None] | None = None
+        self.inventory_kinds: set[Gvk] = set()  # what the Rego policies declare
+        self.dra_claims = True
+        self.max_inventory_objects, self.max_inventory_bytes = MAX_OBJECTS, MAX_BYTES
         if lister is None:  # no cluster: nothing to wait for
             self._snapshot = Snapshot({}, (), clock())
 
@@ -117,6 +136,11 @@ class ClusterCache:
         clouds = {node.cloud for node in snapshot.nodes} if snapshot is not None else set()
         return clouds.pop() if len(clouds) == 1 else None
 
+    def claims(self) -> ClaimIndex:
+        """The DRA ResourceClaims and ResourceClaimTemplates last listed."""
+        snapshot = self._snapshot
+        return snapshot.inventory.claims if snapshot is not None else {}
+
     def request_refresh(self) -> None:
         """Wake the background task early; callable from any thread (requests are judged in
         worker threads)."""
@@ -133,7 +157,13 @@ class ClusterCache:
             return self._snapshot
         namespaces = namespace_labels_of(self.lister.list_namespaces())
         nodes = tuple(gpu_nodes_of(self.lister.list_nodes()))
-        snapshot = Snapshot(namespaces, nodes, self.clock())
+        inventory = Inventory()
+        if hasattr(self.lister, "list_kind"):
+            inventory = read_inventory(self.lister, self.inventory_kinds,  # type: ignore[arg-type]
+                                       dra_claims=self.dra_claims,
+                                       max_objects=self.max_inventory_objects,
+                                       max_bytes=self.max_inventory_bytes)
+        snapshot = Snapshot(namespaces, nodes, self.clock(), inventory)
         self._snapshot = snapshot
         if self.on_refresh is not None:
             self.on_refresh(snapshot)
@@ -150,8 +180,11 @@ class ClusterCache:
         while True:
             try:
                 snapshot = await asyncio.to_thread(self.refresh)
-                log.debug("cluster cache: %d namespaces, %d GPU nodes",
-                          len(snapshot.namespaces), len(snapshot.nodes))
+                log.debug("cluster cache: %d namespaces, %d GPU nodes, %d inventory objects",
+                          len(snapshot.namespaces), len(snapshot.nodes),
+                          snapshot.inventory.objects)
+                for gvk, why in snapshot.inventory.gaps.items():
+                    log.warning("inventory: %s not replicated: %s", gvk, why)
                 wait, backoff = self.resync_seconds, 1.0
             except Exception as exc:  # the API server being away must not stop the webhook
                 log.warning("cluster cache refresh failed: %s", _one_line(exc))
@@ -242,12 +275,21 @@ def _string_map(value: Any) -> dict[str, str]:
 
 
 class StaticLister:
-    """Fixed lists (tests, `--no-cluster` experiments)."""
+    """Fixed lists (tests, `--no-cluster` experiments); `objects` by (group, version, kind),
+    with whether the kind is namespaced."""
 
     def __init__(self, namespaces: list[dict[str, Any]] | None = None,
-                 nodes: list[dict[str, Any]] | None = None):
+                 nodes: list[dict[str, Any]] | None = None,
+                 objects: Mapping[Gvk, tuple[bool, list[dict[str, Any]]]] | None = None):
         self.namespaces = namespaces or []
         self.nodes = nodes or []
+        self.objects = dict(objects or {})
+
+    def list_kind(self, gvk: Gvk) -> tuple[bool, list[dict[str, Any]]]:
+        if gvk not in self.objects:
+            raise NotServed(f"{gvk} is not served")
+        namespaced, items = self.objects[gvk]
+        return namespaced, list(items)
 
     def list_namespaces(self) -> list[dict[str, Any]]:
         return list(self.namespaces)
@@ -267,6 +309,7 @@ class KubernetesLister:
                  request_timeout: float = 20.0):
         from kubernetes import client
 
+        self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.page_size = page_size
         self.request_timeout = request_timeout
@@ -291,7 +334,48 @@ class KubernetesLister:
     def list_nodes(self) -> list[dict[str, Any]]:
         return self._all(self.core.list_node)
 
-    def _all(self, list_call: Callable[..., Any]) -> list[dict[str, Any]]:
+    def list_kind(self, gvk: Gvk) -> tuple[bool, list[dict[str, Any]]]:
+        """Any kind, by discovery (its resource name, whether it is namespaced), then chunked
+        lists of all its objects."""
+        base = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
+        resources = self._get(base).get("resources")
+        entry = next((r for r in resources if isinstance(r, dict) and r.get("kind") == gvk.kind
+                      and "/" not in str(r.get("name"))), None) \
+            if isinstance(resources, list) else None
+        if entry is None:
+            raise NotServed(f"{gvk} is not served")
+        items = self._all(lambda **kwargs: self._call(f"{base}/{entry['name']}", **kwargs),
+                          max_items=MAX_OBJECTS + 1)  # past it the kind is left out anyway
+        return bool(entry.get("namespaced")), items
+
+    def _get(self, path: str) -> dict[str, Any]:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self._call(path, _request_timeout=self.request_timeout,
+                                  _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NotServed(f"{path} is not served") from None
+            raise
+        found = orjson.loads(response.data)
+        return found if isinstance(found, dict) else {}
+
+    def _call(self, path: str, *, _preload_content: bool = False,
+              _request_timeout: float | None = None, limit: int | None = None,
+              _continue: str | None = None) -> Any:
+        """GET `path` through the official client (its auth, TLS and proxy settings)."""
+        query: list[tuple[str, Any]] = [("limit", limit)] if limit else []
+        if _continue:
+            query.append(("continue", _continue))
+        response, _, _ = self.api_client.call_api(
+            path, "GET", query_params=query, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"], _preload_content=_preload_content,
+            _request_timeout=_request_timeout)
+        return response
+
+    def _all(self, list_call: Callable[..., Any],
+             max_items: int | None = None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -303,7 +387,7 @@ class KubernetesLister:
             page = orjson.loads(response.data)
             items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
             token = (page.get("metadata") or {}).get("continue")
-            if not token:
+            if not token or (max_items is not None and len(items) >= max_items):
                 return items
 
 

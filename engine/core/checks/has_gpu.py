@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.core.checks.args import FlagArgs
 from engine.core.conditions import Check, EvalContext, register_check
-from engine.core.enrich import catalog_miss
+from engine.core.enrich import catalog_miss, claim_miss
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
@@ -31,5 +31,6 @@ class HasGpu(Check):
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         if not _gpus_unknown(resource):
             return {}
-        why = catalog_miss(resource)  # a type the catalog does not list: say which, and how
+        # a type the catalog does not list, a DRA claim not found: say which
+        why = catalog_miss(resource) or claim_miss(resource)
         return {"unknown": ["gpu"], "unknown_reason": why} if why else {"unknown": ["gpu"]}

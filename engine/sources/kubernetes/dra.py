@@ -37,6 +37,7 @@ class PodClaims:
     exact: bool = True
     known: bool = True
     referenced: bool = False
+    missing: tuple[str, ...] = ()  # the claims not found, as "Kind namespace/name"
 
 
 def is_gpu_class(name: str | None) -> bool:
@@ -90,7 +91,8 @@ def claim_index(objects: Iterable[Any]) -> dict[tuple[str, str, str], DeviceClai
 def pod_claims(pod_spec: dict[str, Any], namespace: str,
                index: ClaimIndex | None) -> PodClaims:
     """GPUs the pod's `resourceClaims` allocate; a claim not in `index` makes them unknown."""
-    gpus, exact, known, referenced = 0.0, True, True, False
+    gpus, exact, referenced = 0.0, True, False
+    missing: list[str] = []
     for entry in as_list(pod_spec.get("resourceClaims"))[:MAX_CLAIM_REQUESTS]:
         entry = as_mapping(entry)
         template = as_text(entry.get("resourceClaimTemplateName"))
@@ -102,8 +104,8 @@ def pod_claims(pod_spec: dict[str, Any], namespace: str,
             "ResourceClaim", namespace, str(claim))
         found = (index or {}).get(key)
         if found is None:
-            known = False
+            missing.append(f"{key[0]} {namespace}/{key[2]}")
             continue
         gpus += found.gpus
         exact = exact and found.exact
-    return PodClaims(gpus, exact, known, referenced)
+    return PodClaims(gpus, exact, not missing, referenced, tuple(missing))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.enrich import CLAIM_MISS_PREFIX
 from engine.core.model import GpuSpec
 from engine.sources.kubernetes.dra import PodClaims
 from engine.sources.kubernetes.gpu_models import (
@@ -62,6 +63,7 @@ def gpu_spec(
     unknown = set() if declared_known else {"gpu.declared_memory_gib"}
     if requests.malformed or not claims.known:
         unknown.add("gpu")
+    unknown.update(CLAIM_MISS_PREFIX + claim for claim in claims.missing)
     if not claims.exact:
         unknown.add("gpu.count")
     if whole == 0 and not migs and "gpu" not in unknown:
