@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -135,9 +135,10 @@ def _emit(text: str, output: Path | None) -> None:
 
 def _finish(report: Report, engine: object, fmt: str, output: Path | None,
             source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool,
-            quiet: bool = False) -> NoReturn:
+            quiet: bool = False, *, extras: dict[str, Any] | None = None) -> NoReturn:
     from engine.core.evaluate import Engine
-    from engine.pipeline import Gate, apply_unknown_mode, render_context, render_report
+    from engine.outputs.registry import render
+    from engine.pipeline import Gate, apply_unknown_mode, render_context
 
     assert isinstance(engine, Engine)
     report = apply_unknown_mode(report, unknown)  # type: ignore[arg-type]
@@ -148,7 +149,8 @@ def _finish(report: Report, engine: object, fmt: str, output: Path | None,
         console.print_renderable(renderables(render_context(report, engine, source_file, width)))
     else:
         width = console.report_width(sys.stdout if output is None else None)
-        _emit(render_report(report, fmt, engine, source_file, width), output)
+        context = render_context(report, engine, source_file, width)
+        _emit(render(fmt, replace(context, **(extras or {}))), output)
     if output is not None:
         count = len(report.findings)
         console.note(f"wrote {fmt} report to {output} ({count} finding{'s' * (count != 1)})",
@@ -219,7 +221,8 @@ def check_plan(
                    report_json=render_report(report, "json", engine),
                    snapshot=resources_snapshot(resources))
     source = _display_path(plans[0]) if len(plans) == 1 else None
-    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet)
+    _finish(report, engine, fmt, output, source, fail_on, unknown, soft_fail, quiet,
+            extras=history_commands.html_extras(fmt, resources, engine, history))
 
 
 @app.command("check-manifests")
@@ -375,7 +378,9 @@ def scan(
     result = run_scan(request, _ScanProgress(show=not quiet))
     if history is not None:
         history_commands.record_scan(history, request, result)
-    _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet)
+    _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet,
+            extras=history_commands.html_extras(fmt, result.collected.resources, result.engine,
+                                                history))
 
 
 def _notify_targets(values: list[str] | None) -> tuple[Target, ...]:

@@ -22,7 +22,8 @@ REFERENCE = REPO / "tests" / "data" / "reference"  # copies of public inputs; se
 # Skips that only mean "a tool is not installed here": CI installs every one of them and sets
 # GPUWARDEN_REQUIRE_TOOLS=1, so a broken install fails the run instead of skipping quietly.
 REQUIRED_TOOL_SKIPS = ("install-sarif-tools.sh", "apt-get install prometheus",
-                       "pip install hatchling", "opa-golib-python-bindings==0.4.4")
+                       "pip install hatchling", "opa-golib-python-bindings==0.4.4",
+                       "apt-get install chromium", "pip install 'gpuwarden[report]'")
 
 
 @pytest.hookimpl(hookwrapper=True)

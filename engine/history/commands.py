@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from engine.core.errors import InputError, printable
 
 if TYPE_CHECKING:
+    from engine.core.evaluate import Engine
+    from engine.core.model import Resource
     from engine.pipeline import ScanRequest, ScanResult
 
 HistoryArg = Annotated[str, typer.Option("--history", metavar="URL", help="The run history: an "
@@ -19,17 +22,60 @@ HistoryArg = Annotated[str, typer.Option("--history", metavar="URL", help="The r
 SinceOpt = Annotated[str | None, typer.Option(
     "--since", help="Only runs at or after this ISO 8601 instant.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+HistoryFormatOpt = Annotated[str, typer.Option(
+    "--format", help="table, json, or html (a self-contained page with the trend charts).")]
+GroupByOpt = Annotated[str | None, typer.Option(
+    "--group-by", help="team, account or policy: the trend per group (html: by policy unless "
+    "given).")]
 
 
-def history_cmd(history: HistoryArg, since: SinceOpt = None, fmt: FormatOpt = "table") -> None:
+def history_cmd(history: HistoryArg, since: SinceOpt = None, fmt: HistoryFormatOpt = "table",
+                group_by: GroupByOpt = None) -> None:
     """Spend, savings, unallocated spend and failing findings per recorded run; new, still
-    open and fixed findings since the previous run."""
-    from engine.history.trend import render_trend, trend
+    open and fixed findings since the previous run; per team, account or policy."""
+    from engine.history.groups import GROUP_DIMENSIONS, grouped_trend
+    from engine.history.trend import render_grouped, render_trend, render_trend_html, trend
     from engine.history.urls import open_store
 
-    _check_format(fmt)
+    _check_format(fmt, ("table", "json", "html"))
+    if group_by is not None and group_by not in GROUP_DIMENSIONS:
+        raise InputError(f"--group-by: {printable(group_by)!r} is not one of "
+                         f"{', '.join(GROUP_DIMENSIONS)}")
     runs = open_store(history).runs(_since(since))
-    _print(render_trend(trend(runs), fmt))
+    dimension = group_by or ("policy" if fmt == "html" else None)
+    grouped = grouped_trend(runs, dimension, _catalog_engine(dimension)) if dimension else []
+    if fmt == "html":
+        _print(render_trend_html(trend(runs), grouped, dimension or "policy"))
+    elif dimension:
+        _print(render_grouped(grouped, dimension, fmt))
+    else:
+        _print(render_trend(trend(runs), fmt))
+
+
+def _catalog_engine(dimension: str | None) -> Engine | None:
+    """The built-in engine, whose catalog reads and prices a recorded snapshot's resources
+    (grouping by team or account needs them)."""
+    if dimension not in ("team", "account"):
+        return None
+    from engine.pipeline import build_engine
+
+    return build_engine(None)
+
+
+def html_extras(fmt: str, resources: Iterable[Resource], engine: object,
+                history: str | None) -> dict[str, Any] | None:
+    """For `--format html`, the RenderContext fields beyond the report: the scanned resources'
+    teams and spend, and the trend of the history the run was recorded in."""
+    if fmt != "html":
+        return None
+    from engine.core.evaluate import Engine
+    from engine.history.trend import trend
+    from engine.history.urls import open_store
+    from engine.outputs.html import report_extras
+
+    assert isinstance(engine, Engine)
+    rows = trend(open_store(history).runs()) if history is not None else []
+    return report_extras(resources, engine.catalog, rows)
 
 
 def what_if_cmd(
@@ -48,15 +94,15 @@ def what_if_cmd(
     from engine.history.whatif import render_whatif, replay
     from engine.pipeline import build_engine
 
-    _check_format(fmt)
+    _check_format(fmt, ("table", "json"))
     engine = build_engine(policies)
     runs = open_store(history).runs(_since(since))
     _print(render_whatif(replay(runs, engine, max_actions), fmt))
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in ("table", "json"):
-        raise InputError(f"--format: {printable(fmt)!r} is not one of table, json")
+def _check_format(fmt: str, formats: tuple[str, ...]) -> None:
+    if fmt not in formats:
+        raise InputError(f"--format: {printable(fmt)!r} is not one of {', '.join(formats)}")
 
 
 def _print(text: str) -> None:

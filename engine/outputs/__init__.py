@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.core.model import Report
 
@@ -21,6 +22,17 @@ class PolicyMeta:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceFacts:
+    """What the HTML report's charts group a scanned GPU resource by, and what it costs."""
+
+    provider: str
+    id: str
+    team: str | None
+    account: str | None
+    monthly_spend_usd: float
+
+
+@dataclass(frozen=True, slots=True)
 class RenderContext:
     report: Report
     policies: Mapping[str, PolicyMeta] = field(default_factory=dict)
@@ -28,6 +40,8 @@ class RenderContext:
     tool_version: str = "0.1.0"
     max_chars: int = 60_000  # Markdown PR comment budget (GitHub's limit is 65,536)
     width: int | None = None  # terminal table columns; None: the table's default
+    resources: tuple[ResourceFacts, ...] = ()  # HTML charts by team; empty: by finding only
+    trend: tuple[Mapping[str, Any], ...] = ()  # HTML: `gpuwarden history` rows, oldest first
 
 
 Renderer = Callable[[RenderContext], str]
