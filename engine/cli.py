@@ -135,7 +135,8 @@ def _emit(text: str, output: Path | None) -> None:
 
 def _finish(report: Report, engine: object, fmt: str, output: Path | None,
             source_file: str | None, fail_on: Severity, unknown: str, soft_fail: bool,
-            quiet: bool = False, *, extras: dict[str, Any] | None = None) -> NoReturn:
+            quiet: bool = False, *, by_account: bool = False,
+            extras: dict[str, Any] | None = None) -> NoReturn:
     from engine.core.evaluate import Engine
     from engine.outputs.registry import render
     from engine.pipeline import Gate, apply_unknown_mode, render_context
@@ -146,10 +147,11 @@ def _finish(report: Report, engine: object, fmt: str, output: Path | None,
         from engine.outputs.table import renderables
 
         width = console.report_width(sys.stdout)
-        console.print_renderable(renderables(render_context(report, engine, source_file, width)))
+        console.print_renderable(renderables(render_context(report, engine, source_file, width,
+                                                            by_account=by_account)))
     else:
         width = console.report_width(sys.stdout if output is None else None)
-        context = render_context(report, engine, source_file, width)
+        context = render_context(report, engine, source_file, width, by_account=by_account)
         _emit(render(fmt, replace(context, **(extras or {}))), output)
     if output is not None:
         count = len(report.findings)
@@ -337,6 +339,19 @@ def scan(
     subscription: Annotated[list[str] | None, typer.Option(
         "--subscription", help="Azure subscriptions (repeatable; default: all visible).")
     ] = None,
+    organization: Annotated[bool, typer.Option(
+        "--organization", help="Whole organisations: every active AWS account of the "
+        "organization (through --role-name), every active GCP project (under --folder), every "
+        "enabled Azure subscription; outputs group findings by account.")] = False,
+    role_name: Annotated[str | None, typer.Option(
+        "--role-name", help="--organization: the role assumed in each AWS member account "
+        "(default OrganizationAccountAccessRole).")] = None,
+    folder: Annotated[list[str] | None, typer.Option(
+        "--folder", help="GCP: only the projects under this folder or organization "
+        "(folders/ID or organizations/ID; repeatable; implies --organization).")] = None,
+    max_accounts: Annotated[int, typer.Option(
+        "--max-accounts", min=1, max=10_000, help="--organization: most accounts, projects or "
+        "subscriptions read per provider.")] = 1000,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     prometheus_url: PrometheusUrlOpt = None,
@@ -361,7 +376,9 @@ def scan(
     options = ScanOptions(
         regions=tuple(region or ()), role_arns=tuple(role_arn or ()), profile=profile,
         projects=tuple(project or ()), subscriptions=tuple(subscription or ()),
-        kubeconfig=kubeconfig, context=context, prometheus_url=prometheus_url,
+        organization=organization or bool(folder), role_name=role_name,
+        folders=tuple(folder or ()), max_accounts=max_accounts, kubeconfig=kubeconfig,
+        context=context, prometheus_url=prometheus_url,
         prometheus_token=prometheus_token, prometheus_basic_auth=prometheus_basic_auth,
         prometheus_ca=prometheus_ca, dcgm_url=dcgm_url, telemetry_window_s=window,
     )
@@ -379,8 +396,8 @@ def scan(
     if history is not None:
         history_commands.record_scan(history, request, result)
     _finish(result.report, result.engine, fmt, output, None, fail_on, unknown, soft_fail, quiet,
-            extras=history_commands.html_extras(fmt, result.collected.resources, result.engine,
-                                                history))
+            by_account=options.organization, extras=history_commands.html_extras(
+                fmt, result.collected.resources, result.engine, history))
 
 
 def _notify_targets(values: list[str] | None) -> tuple[Target, ...]:

@@ -95,23 +95,25 @@ def policy_meta(policies: Sequence[CompiledPolicy]) -> dict[str, PolicyMeta]:
 
 
 def render_context(report: Report, engine: Engine, source_file: str | None = None,
-                   width: int | None = None) -> RenderContext:
+                   width: int | None = None, *, by_account: bool = False) -> RenderContext:
     return RenderContext(
         report=report,
         policies=policy_meta(engine.policies),
         source_file=source_file,
         tool_version=__version__,
         width=width,
+        by_account=by_account,
     )
 
 
 def render_report(
     report: Report, fmt: str, engine: Engine, source_file: str | None = None,
-    width: int | None = None,
+    width: int | None = None, *, by_account: bool = False,
 ) -> str:
     from engine.outputs.registry import render
 
-    return render(fmt, render_context(report, engine, source_file, width))
+    return render(fmt, render_context(report, engine, source_file, width,
+                                      by_account=by_account))
 
 
 @dataclass(frozen=True, slots=True)

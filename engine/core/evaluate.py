@@ -469,6 +469,7 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
         exempted=exempted,
         by_policy=dict(Counter(f.policy for f in failing)),
         by_severity=dict(Counter(f.severity.value for f in failing)),
+        by_account=dict(Counter(f.resource.account for f in failing if f.resource.account)),
         estimated_monthly_usd=savings,
         monthly_spend_usd=round(spend_usd, 2),
         savings_usd=savings,

@@ -239,6 +239,9 @@ class ResourceRef(BaseModel):
     id: str
     name: str
     region: str | None = None
+    # The AWS account, GCP project or Azure subscription; not in the JSON when unknown (plans,
+    # manifests), so reports without one are unchanged.
+    account: str | None = Field(default=None, exclude_if=lambda value: value is None)
     namespace: str | None = None
 
     @classmethod
@@ -249,6 +252,7 @@ class ResourceRef(BaseModel):
             id=resource.id,
             name=resource.name,
             region=resource.region,
+            account=resource.account,
             namespace=resource.namespace,
         )
 
@@ -287,6 +291,9 @@ class Summary(BaseModel):
     baselined: int = 0
     by_policy: dict[str, int] = Field(default_factory=dict)
     by_severity: dict[str, int] = Field(default_factory=dict)
+    # Failing and unknown findings per account / project / subscription; not in the JSON when
+    # no finding names one.
+    by_account: dict[str, int] = Field(default_factory=dict, exclude_if=lambda value: not value)
     estimated_monthly_usd: float = 0.0  # equals savings_usd
     monthly_spend_usd: float = 0.0  # scanned GPU spend as it runs, each resource once
     savings_usd: float = 0.0  # per resource, savings combined as rates, at most its spend

@@ -40,6 +40,7 @@ class RenderContext:
     tool_version: str = "0.1.0"
     max_chars: int = 60_000  # Markdown PR comment budget (GitHub's limit is 65,536)
     width: int | None = None  # terminal table columns; None: the table's default
+    by_account: bool = False  # add the findings per account (an --organization scan)
     resources: tuple[ResourceFacts, ...] = ()  # HTML charts by team; empty: by finding only
     trend: tuple[Mapping[str, Any], ...] = ()  # HTML: `gpuwarden history` rows, oldest first
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from engine.core.evaluate import combined_savings, largest_per_resource, savings_total
 from engine.core.model import Finding, Report, ResourceRef, Severity, SourceLocation, Summary
 from engine.outputs import PolicyMeta, RenderContext
+from engine.outputs.accounts import AccountRow, account_rows
 from engine.outputs.actions import Action, figure, first_actions, money_line, unowned
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class ReportView:
     tool_version: str
     actions: tuple[Action, ...] = ()  # what to do first, ranked by what it saves
     unowned: tuple[Action, ...] = ()  # spend with no owner, apart from savings
+    accounts: tuple[AccountRow, ...] = ()  # per account, when asked for (`ctx.by_account`)
 
     @property
     def money(self) -> str:
@@ -165,6 +167,7 @@ def build_view(ctx: RenderContext) -> ReportView:
         tool_version=ctx.tool_version,
         actions=actions,
         unowned=unowned(failing, TOP_FIXES),
+        accounts=account_rows(ordered) if ctx.by_account else (),
     )
 
 

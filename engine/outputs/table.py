@@ -41,6 +41,9 @@ COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("Severity", "left"), ("Enforce", "left"), ("Policy", "left"), ("Resource", "left"),
     ("Result", "left"), ("$/month", "right"), ("Message", "left"))
 POLICY, RESOURCE, MESSAGE = 2, 3, 6
+ACCOUNT_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
+    ("Provider", "left"), ("Account", "left"), ("Failing", "right"), ("Unknown", "right"),
+    ("Savings $/month", "right"))
 SHORT_COLUMNS = (0, 1, 4, 5)
 MIN_FLEX_WIDTH = 8
 GATE_NOTE = "Only deny findings fail the check (exit code 1); warn and audit ones are advice."
@@ -76,6 +79,8 @@ def renderables(ctx: RenderContext) -> RenderableType:
     if listed and any(f.enforcement != "deny" for f in _listed(view)):
         parts.append(Text(GATE_NOTE, style="dim"))
     parts += [Text(""), summary_line(view)]
+    if view.accounts:
+        parts += [Text(""), accounts_table(view)]
     fixes = what_to_do(view)
     if fixes:
         parts += [Text(""), *fixes]
@@ -152,6 +157,17 @@ def summary_line(view: ReportView) -> Text:
         f", {s.unknown} unknown, {s.passed} passed on {s.resources} resources",
         "\n", (view.money, "bold"),
     )
+
+
+def accounts_table(view: ReportView) -> Table:
+    """Failing and unknown findings per account, most savings first (`--organization`)."""
+    table = Table(title="By account", title_justify="left", expand=False)
+    for header, justify in ACCOUNT_COLUMNS:
+        table.add_column(header, justify=justify, overflow="fold")
+    for row in view.accounts:
+        table.add_row(Text(row.provider), Text(row.account), str(row.failing), str(row.unknown),
+                      f"${row.savings_usd:,.2f}")
+    return table
 
 
 def what_to_do(view: ReportView) -> list[RenderableType]:

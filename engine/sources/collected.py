@@ -28,6 +28,12 @@ class ScanOptions:
     profile: str | None = None
     projects: tuple[str, ...] = ()
     subscriptions: tuple[str, ...] = ()
+    # Whole organisations: every active AWS member account (assuming `role_name` in each), every
+    # active GCP project (under `folders`, when named), every enabled Azure subscription.
+    organization: bool = False
+    role_name: str | None = None
+    folders: tuple[str, ...] = ()  # GCP: "folders/ID" or "organizations/ID"
+    max_accounts: int = 1000  # most accounts / projects / subscriptions one scan reads
     kubeconfig: str | None = None
     context: str | None = None
     max_workers: int = 8

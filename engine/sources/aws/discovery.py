@@ -28,7 +28,7 @@ def base_session(profile: str | None) -> Any:
 
 
 @IAM.declare(ungated=["sts:GetCallerIdentity"])
-def _caller_account(session: Any, region: str, tally: Tally, warnings: list[str]
+def caller_account(session: Any, region: str, tally: Tally, warnings: list[str]
                     ) -> Account | None:
     account = Account(session)
     try:
@@ -47,7 +47,7 @@ def _caller_account(session: Any, region: str, tally: Tally, warnings: list[str]
 
 
 @IAM.declare(assumes=["sts:AssumeRole"])
-def _assumed_account(base: Any, role_arn: str, region: str, tally: Tally,
+def assumed_account(base: Any, role_arn: str, region: str, tally: Tally,
                      warnings: list[str]) -> Account | None:
     import boto3
 
@@ -118,6 +118,16 @@ def _chosen_regions(account: Account, requested: tuple[str, ...], status: dict[s
     return list(dict.fromkeys(chosen))
 
 
+def base_and_home(options: ScanOptions) -> tuple[Any, str]:
+    """The base session (ambient credentials or `--profile`) and the region its global calls
+    (STS, Organizations) go to."""
+    base = base_session(options.profile)
+    if not options.regions and not base.region_name:
+        raise InputError("aws: no region: give --region (or 'all'), or set AWS_REGION or a "
+                         "profile region")
+    return base, _home_region(base, options.regions)
+
+
 def connect(options: ScanOptions, tally: Tally, warnings: list[str]) -> AwsClients:
     """Sessions for every account to scan: each `--role-arn` assumed, else the ambient
     credentials (environment, profile, instance role)."""
@@ -125,13 +135,9 @@ def connect(options: ScanOptions, tally: Tally, warnings: list[str]) -> AwsClien
         if not _ROLE_ARN.match(arn):
             raise InputError(f"aws: --role-arn {arn!r} is not an IAM role ARN "
                              "(arn:aws:iam::123456789012:role/NAME)")
-    base = base_session(options.profile)
-    if not options.regions and not base.region_name:
-        raise InputError("aws: no region: give --region (or 'all'), or set AWS_REGION or a "
-                         "profile region")
-    home = _home_region(base, options.regions)
+    base, home = base_and_home(options)
     if options.role_arns:
-        found = [_assumed_account(base, arn, home, tally, warnings) for arn in options.role_arns]
+        found = [assumed_account(base, arn, home, tally, warnings) for arn in options.role_arns]
     else:
-        found = [_caller_account(base, home, tally, warnings)]
+        found = [caller_account(base, home, tally, warnings)]
     return AwsClients(account for account in found if account is not None)

@@ -13,6 +13,7 @@ from engine.sources.aws.clients import Account, AwsClients
 from engine.sources.aws.discovery import account_regions, connect
 from engine.sources.aws.failures import ABORTS_REGION, RegionLog, Tally, boto_errors, classify
 from engine.sources.aws.inventory import SECTIONS, region_resources
+from engine.sources.aws.organization import connect_organization
 from engine.sources.registry import Collected, ScanOptions
 
 
@@ -44,7 +45,7 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
         raise InputError(f"--source aws takes no argument (got aws:{arg}); use --region, "
                          "--role-arn and --profile")
     tally, warnings = Tally(), list[str]()
-    clients = connect(options, tally, warnings)
+    clients = (connect_organization if options.organization else connect)(options, tally, warnings)
     targets = [(account, region) for account in clients.accounts
                for region in account_regions(clients, account, options.regions, tally, warnings)]
     logs = [RegionLog(account.label, region, tally) for account, region in targets]

@@ -34,7 +34,10 @@ elsewhere.
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.core.catalog import Catalog
+from engine.core.errors import InputError
 from engine.sources.azure.clients import AzureClients, AzureSettings, connect
 from engine.sources.azure.failures import SubscriptionFailed, describe_error
 from engine.sources.azure.normalizers import (
@@ -99,14 +102,29 @@ SETTINGS = AzureSettings()
 
 def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collected:
     """`--source azure` (or `azure:SUBSCRIPTION[,SUBSCRIPTION]`): those named, else all visible."""
-    clients = connect(SETTINGS)
     wanted = [s.strip() for s in arg.split(",")] if arg else list(options.subscriptions)
-    subscriptions = list_subscriptions(clients, wanted)
+    if options.organization and wanted:
+        raise InputError("azure: give --organization or name subscriptions, not both")
+    clients = connect(SETTINGS)
+    subscriptions, found_warnings = _subscriptions_to_scan(clients, wanted, options)
     estates, warnings = list_estate(clients, subscriptions, options.max_workers)
     vm_sizes, size_warnings = read_vm_sizes(clients, estates, catalog)
     return Collected(
         resources=estate_resources(estates, learned_catalog(catalog, vm_sizes)),
         snapshot={"azure": azure_snapshot(estates, vm_sizes)},
         clients={"azure": clients},
-        warnings=warnings + size_warnings,
+        warnings=found_warnings + warnings + size_warnings,
     )
+
+
+def _subscriptions_to_scan(clients: AzureClients, wanted: list[str], options: ScanOptions
+                           ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Those named, else every enabled one the credential sees; with `--organization`, at most
+    `--max-accounts` of them (a warning for the rest)."""
+    subscriptions = list_subscriptions(clients, wanted)
+    limit = options.max_accounts
+    if not options.organization or len(subscriptions) <= limit:
+        return subscriptions, []
+    return subscriptions[:limit], [f"azure: {len(subscriptions) - limit} more enabled "
+                                   f"subscriptions than --max-accounts {limit}; they were not "
+                                   "scanned"]

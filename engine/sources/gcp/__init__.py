@@ -29,10 +29,14 @@ settings `collect` connects with: replace `SETTINGS` to point the source elsewhe
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.core.catalog import Catalog
+from engine.core.errors import InputError
 from engine.sources.collected import Collected, ScanOptions
 from engine.sources.gcp.clients import SCOPES, GcpClients, GcpSettings, RetryAfter, connect
 from engine.sources.gcp.failures import ProjectFailed, describe_error
+from engine.sources.gcp.hierarchy import at_most, projects_under
 from engine.sources.gcp.machine_types import learned_catalog, read_machine_types
 from engine.sources.gcp.normalizers import (
     DISK_KIND,
@@ -89,13 +93,29 @@ SETTINGS = GcpSettings()
 
 def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collected:
     """`--source gcp` (or `gcp:PROJECT[,PROJECT]`): the projects named, else all visible."""
-    clients = connect(SETTINGS)
     wanted = [p.strip() for p in arg.split(",")] if arg else list(options.projects)
-    estates, warnings = list_estate(clients, list_projects(clients, wanted), options.max_workers)
+    if options.organization and wanted:
+        raise InputError("gcp: give --organization (or --folder) or name projects, not both")
+    clients = connect(SETTINGS)
+    projects, found_warnings = _projects_to_scan(clients, wanted, options)
+    estates, warnings = list_estate(clients, projects, options.max_workers)
     machine_types, type_warnings = read_machine_types(clients, estates, catalog)
     return Collected(
         resources=estate_resources(estates, learned_catalog(catalog, machine_types)),
         snapshot={"gcp": gcp_snapshot(estates, machine_types)},
         clients={"gcp": clients},
-        warnings=warnings + type_warnings,
+        warnings=found_warnings + warnings + type_warnings,
     )
+
+
+def _projects_to_scan(clients: GcpClients, wanted: list[str], options: ScanOptions
+                      ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Those named; else under `--folder`; else every active one visible (at most
+    `--max-accounts` of them with `--organization`)."""
+    if options.folders:
+        return projects_under(clients, options.folders, options.max_accounts)
+    warnings: list[str] = []
+    projects = list_projects(clients, wanted)
+    if options.organization:
+        projects = at_most(projects, options.max_accounts, warnings)
+    return projects, warnings

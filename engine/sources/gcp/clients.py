@@ -36,6 +36,7 @@ class GcpClients:
     projects: Any  # resourcemanager_v3.ProjectsClient
     retry: Any = None  # applied to every call
     machine_types: Any = None  # compute_v1.MachineTypesClient (types the catalog lacks)
+    folders: Any = None  # resourcemanager_v3.FoldersClient (--folder walks)
 
 
 class RetryAfter:
@@ -103,6 +104,9 @@ def connect(settings: GcpSettings | None = None) -> GcpClients:
         retry=RetryAfter(settings.max_attempts, settings.max_retry_wait_s),
         machine_types=compute_v1.MachineTypesClient(
             credentials=credentials, transport="rest", client_options=compute_options),
+        folders=resourcemanager_v3.FoldersClient(
+            credentials=credentials, transport="rest",
+            client_options=options(settings.resource_manager_endpoint)),
     )
 
 
