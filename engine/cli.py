@@ -190,23 +190,18 @@ def check_plan(
     _check_choice("--format", fmt, FORMATS)
     _check_choice("--unknown", unknown, ("warn", "fail", "pass"))
     from engine.pipeline import build_engine, evaluate_and_plan, parse_instant
-    from engine.sources.terraform import plan_cost_changes, plan_resources, read_plan
+    from engine.sources.terraform import read_plan_inputs
 
     instant = parse_instant(now)
     engine = build_engine(policies, prices, catalog)
-    documents = [(plan, read_plan(plan)) for plan in plans]
-    resources = [
-        resource
-        for plan, document in documents
-        for resource in plan_resources(document, plan, engine.catalog)
-    ]
+    # The plan documents are kept only for policies that read whole plans (`input: plan`).
+    inputs = read_plan_inputs(plans, engine.catalog, keep_documents=any(
+        p.rego is not None and p.rego.reads_documents for p in engine.policies))
+    resources = inputs.resources
     if tf_dir is not None:
         resources = _with_locations(resources, tf_dir)
-    cost_changes = [change for plan, document in documents
-                    for change in plan_cost_changes(document, plan, engine.catalog)]
     report = evaluate_and_plan(engine, resources, instant, door="plan", show_passed=show_passed,
-                               plans=[document for _, document in documents],
-                               cost_changes=cost_changes)
+                               plans=inputs.documents, cost_changes=inputs.cost_changes)
     if write_baseline is not None:
         from engine.baseline import baseline_document
 

@@ -46,6 +46,7 @@ IDENTIFIER_FIELDS = ("provider", "kind", "id", "name", "region", "account", "clu
                      "namespace", "instance_type", "owner", "checkpoint_uri")
 _INT_RANGE = (-(2**63), 2**64 - 1)
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SCALARS = (str, bool, int, float, type(None), datetime, date)
 _PLAIN_CONTAINERS = (dict, list)
 _FILE_KINDS = (
@@ -195,6 +196,24 @@ def tidy_document(document: Any, file: str, size: int, *, from_orjson: bool = Fa
             raise InputError(f"unsupported value of type {type(value).__name__} (JSON values "
                              "only)", file=file)
     return holder[0]
+
+
+def json_int(text: str) -> int | float:
+    """An integer literal of JSON text (`json.loads(parse_int=...)`) as `tidy_document` leaves
+    it: beyond 64 bits, a float. Past Python's digit limit it raises `ValueError`."""
+    value = int(text)
+    return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else _as_float(value)
+
+
+def tidy_json(document: Any, text: str, file: str) -> Any:
+    """`document`, parsed from JSON `text` with `json_int` for integers, tidied as
+    `tidy_document` would. JSON cannot expand, and its only way to a lone surrogate is a
+    `\\uD800`-style escape (decoding the file's bytes was strict), so without one of those in
+    the text only the nesting needs a walk."""
+    if _SURROGATE_ESCAPE.search(text):
+        return tidy_document(document, file, len(text))
+    check_nesting(document, file)
+    return document
 
 
 def check_nesting(document: Any, file: str) -> None:

@@ -52,9 +52,10 @@ Modules, each importing only those listed before it: `redaction` (secrets), `att
 planned object and its marks), `addresses` (module addresses), `document` (a plan's shape),
 `reading` (plan files: bounds, encodings), `plan_index` (joins across the plan), `registry`
 (normalizers by type), `readers` and `build` (shared by the normalizers), the normalizers per
-cloud (`aws`, `aws_sagemaker`, `gcp`, `azure`, registered by importing them here), `resources`
-(what policies evaluate), `cost_changes` (the cost diff), and `locations` (`.tf` file and line of
-a resource block).
+cloud (`aws`, `aws_sagemaker`, `gcp`, `azure`, registered by importing them here), `normalized`
+(one normalization of a plan's changes), `resources` (what policies evaluate), `cost_changes`
+(the cost diff; `plan_inputs` gives both from one normalization, `read_plan_inputs` from
+plan files), and `locations` (`.tf` file and line of a resource block).
 """
 
 from __future__ import annotations
@@ -63,7 +64,13 @@ from __future__ import annotations
 from engine.sources.terraform import aws, aws_sagemaker, azure, gcp  # noqa: F401
 from engine.sources.terraform.addresses import module_names
 from engine.sources.terraform.attributes import KNOWN_AFTER_APPLY, Attrs
-from engine.sources.terraform.cost_changes import PlanCostChange, plan_cost_changes
+from engine.sources.terraform.cost_changes import (
+    PlanCostChange,
+    PlanInputs,
+    plan_cost_changes,
+    plan_inputs,
+    read_plan_inputs,
+)
 from engine.sources.terraform.document import SUPPORTED_FORMAT_MAJORS, check_plan_document
 from engine.sources.terraform.plan_index import (
     NO_CONFIGURATION,
@@ -89,12 +96,15 @@ __all__ = [
     "Normalizer",
     "PlanCostChange",
     "PlanIndex",
+    "PlanInputs",
     "PlannedChange",
     "check_plan_document",
     "module_names",
     "normalizer",
     "plan_cost_changes",
+    "plan_inputs",
     "plan_resources",
     "read_plan",
+    "read_plan_inputs",
     "redact_sensitive",
 ]

@@ -17,6 +17,10 @@ SUPPORTED_FORMAT_MAJORS = frozenset({0, 1})
 
 SHOW_JSON_HINT = "run `terraform show -json PLAN > plan.json` and pass plan.json"
 
+# The top-level keys of a plan that the normalizers read (`PlanIndex`, `NormalizedPlan`); the
+# rest (planned_values, prior_state, ...) only `input: plan` policies see.
+NORMALIZED_KEYS = frozenset({"format_version", "resource_changes", "configuration"})
+
 # The actions whose planned object policies evaluate: creates, updates and replaces.
 EVALUATED_ACTIONS = (
     ("create",),

@@ -61,6 +61,13 @@ class PlanIndex:
             self._by_address.setdefault(address, change)
             self._by_base.setdefault(without_index(address), address)
 
+    def release(self) -> None:
+        """Drop what was built: each `PlannedChange` refers back to this index, a cycle the
+        garbage collector would otherwise have to find, holding every redacted copy till then."""
+        self._planned.clear()
+        self._memo.clear()
+        self._attribute_index.clear()
+
     def planned(self, address: str) -> PlannedChange | None:
         if address not in self._planned:
             change = self._by_address.get(address)
