@@ -188,3 +188,53 @@ def test_match_source_selects_originals_or_expanded_pods(
         judged = judged_resource({"kinds": [{"apiGroups": ["*"], "kinds": [kind]}],
                                   "source": source}, _deployment())
         assert (judged.kind if judged else None) == expected, (source, kind)
+
+
+# ---------------------------------------------------------------------------- known differences
+
+
+DECIMAL_MODULE = '''package t
+
+# 0.1 + 0.2 in a comment is not code
+violation contains {"msg": "over"} if {
+	input.review.object.spec.cost * 1.1 > 10
+}
+
+violation contains {"msg": "exact"} if {
+	input.review.object.spec.share == 0.3
+}
+
+violation contains {"msg": "label 0.1 + 0.2"} if {
+	input.review.object.spec.gpus > 0.5
+}
+'''
+
+
+def test_decimal_arithmetic_warns_at_load_naming_the_lines(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = _policy_file(tmp_path)
+    (tmp_path / "t.rego").write_text(DECIMAL_MODULE)
+    with caplog.at_level("WARNING", logger="gpuwarden.rego"):
+        load_policies([str(path)])
+    warned = [r.getMessage() for r in caplog.records if r.name == "gpuwarden.rego"]
+    assert [w.split(": warning:")[0].rsplit(":", 1)[1] for w in warned] == ["5", "9"]
+    assert all("policy strict: decimal arithmetic" in w for w in warned)
+
+
+def test_integer_arithmetic_and_margins_do_not_warn(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = _policy_file(tmp_path)
+    (tmp_path / "t.rego").write_text(MODULE.replace('"Pod" }', '"Pod"; 2 * 3 == 6; 1.5 > 1 }'))
+    with caplog.at_level("WARNING", logger="gpuwarden.rego"):
+        load_policies([str(path)])
+    assert not [r for r in caplog.records if r.name == "gpuwarden.rego"]
+
+
+def test_the_cli_shows_the_warning_and_goes_on(tmp_path: Path) -> None:
+    path = _policy_file(tmp_path)
+    (tmp_path / "t.rego").write_text(DECIMAL_MODULE)
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
+    done = _cli("check-manifests", "--policies", str(path), str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert "t.rego:9: warning: policy strict: decimal arithmetic" in done.stderr

@@ -47,6 +47,7 @@ from engine.rego.common import (
     query_path,
     strip_comments,
 )
+from engine.rego.differences import warn_known_differences
 from engine.rego.gatekeeper import MAX_SYNC_KINDS, SyncKind, check_match
 from engine.rego.inputs import InputKind, admission_input, resource_input
 
@@ -306,6 +307,8 @@ def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | 
     """Load modules and data, find the package's rules, build the evaluator. `environ`: the
     environment the loading step read, for `token_env` (never read here)."""
     modules = tuple(_read_module(name, file, base_dir, line) for name in spec.modules)
+    if spec.evaluator == "embedded":
+        warn_known_differences(modules, policy_id)
     package = spec.package or modules[0].package
     if package is None:
         raise InputError(f"policy {policy_id}: {modules[0].shown} has no package", file=file,
