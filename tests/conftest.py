@@ -23,7 +23,7 @@ REFERENCE = REPO / "tests" / "data" / "reference"  # copies of public inputs; se
 # GPUWARDEN_REQUIRE_TOOLS=1, so a broken install fails the run instead of skipping quietly.
 REQUIRED_TOOL_SKIPS = ("install-sarif-tools.sh", "apt-get install prometheus",
                        "pip install hatchling", "opa-golib-python-bindings==0.4.4",
-                       "apt-get install chromium", "pip install 'gpuwarden[report]'")
+                       "apt-get install chromium", "pip install -e '.[report]'")
 
 
 @pytest.hookimpl(hookwrapper=True)

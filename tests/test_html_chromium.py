@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None,
                        reason="needs headless Chromium: apt-get install chromium"),
     pytest.mark.skipif(html_output.report_charts({}, []).note == INSTALL_HINT,
-                       reason="the charts need: python3 -m pip install 'gpuwarden[report]'"),
+                       reason="the charts need: python3 -m pip install -e '.[report]'"),
 ]
 WINDOW = (1280, 1800)
 

@@ -28,7 +28,7 @@ DAY = "2026-06-09T12:00:00Z"
 HOSTILE = "</script><svg onload=\"document.body.dataset.pwned=1\"><script>alert(1)</script>"
 needs_charts = pytest.mark.skipif(
     html_output.report_charts({}, []).note == INSTALL_HINT,
-    reason="the charts need: python3 -m pip install 'gpuwarden[report]'")
+    reason="the charts need: python3 -m pip install -e '.[report]'")
 
 
 class Page(html.parser.HTMLParser):

@@ -19,8 +19,8 @@ from engine.outputs.breakdown import GroupMoney
 if TYPE_CHECKING:
     import altair
 
-INSTALL_HINT = ("Charts need the report extra: python3 -m pip install 'gpuwarden[report]' "
-                "(from a checkout: python3 -m pip install -e '.[report]').")
+INSTALL_HINT = ("Charts need the report extra: python3 -m pip install -e '.[report]' in a "
+                "checkout (or python3 -m pip install altair vl-convert-python).")
 MAX_POINTS = 200  # runs in one trend chart: the latest ones
 WIDTH = 560
 KIND_LABELS = {"spend_usd": "GPU spend", "savings_usd": "savings",
