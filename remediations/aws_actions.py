@@ -208,6 +208,8 @@ class AwsActions:
         """Start an instance gpuwarden stopped (its mark still on it), then remove the mark."""
         if resource.kind == "aws_autoscaling_group":
             return self._resume_group(finding, resource)
+        if resource.kind == "aws_eks_node_group":
+            return self._resume_node_group(finding, resource)
         if resource.kind != "aws_instance":
             return NoChange(f"no resume action for a {resource.kind}")
         ec2 = self._client("ec2", resource)
@@ -264,6 +266,39 @@ class AwsActions:
 
         return Change(before, {"UpdateAutoScalingGroup": update, "DeleteTags": marks}, apply,
                       f"restored autoscaling group {name} to {_size_tag(previous)}"
+                      " min,max,desired")
+
+    @IAM.declare(remediation="stop", reads=["eks:DescribeNodegroup"],
+                 writes=["eks:UpdateNodegroupConfig", "eks:UntagResource"],
+                 tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
+    def _resume_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        """Restore the scaling config gpuwarden recorded when it scaled the node group to zero."""
+        eks = self._client("eks", resource)
+        cluster = str(resource.raw.get("clusterName") or resource.cluster)
+        name = str(resource.raw.get("nodegroupName") or resource.name)
+        group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
+        scaling, tags = group.get("scalingConfig") or {}, dict(group.get("tags") or {})
+        before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
+                       scaling.get("desiredSize", 0))
+        previous = _parse_size(str(tags.get(PREVIOUS_SIZE_TAG, "")))
+        if STOPPED_BY_TAG not in tags or previous is None:
+            return NoChange(f"node group {cluster}/{name} carries no {STOPPED_BY_TAG} mark",
+                            before)
+        if before["desired"] != 0:
+            return NoChange(f"node group {cluster}/{name} is no longer at zero", before)
+        update = {"clusterName": cluster, "nodegroupName": name, "scalingConfig": {
+            "minSize": previous["min"], "maxSize": max(1, previous["max"]),
+            "desiredSize": previous["desired"]}}
+        keys = [key for key in (STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG)
+                if key in tags]
+
+        def apply() -> dict[str, Any]:
+            response = eks.update_nodegroup_config(**update)
+            eks.untag_resource(resourceArn=group["nodegroupArn"], tagKeys=keys)
+            return {**previous, "update_id": (response.get("update") or {}).get("id")}
+
+        return Change(before, {"UpdateNodegroupConfig": update, "UntagResource": keys}, apply,
+                      f"restored node group {cluster}/{name} to {_size_tag(previous)}"
                       " min,max,desired")
 
     @staticmethod
@@ -324,7 +359,7 @@ class AwsActions:
 
     @IAM.declare(remediation="stop", reads=["eks:DescribeNodegroup"],
                  writes=["eks:TagResource", "eks:UpdateNodegroupConfig"],
-                 tag_keys=[PREVIOUS_SIZE_TAG])
+                 tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _scale_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         eks = self._client("eks", resource)
         cluster = str(resource.raw.get("clusterName") or resource.cluster)
@@ -338,7 +373,9 @@ class AwsActions:
             return NoChange(protected, before)
         if before["min"] == 0 and before["desired"] == 0:
             return NoChange(f"node group {cluster}/{name} is already at zero", before)
-        tags = {PREVIOUS_SIZE_TAG: _size_tag(before)}
+        tags = {PREVIOUS_SIZE_TAG: _size_tag(before),
+                **{mark["Key"]: mark["Value"]
+                   for mark in _stop_marks(finding, self.marked_at or self.clock())}}
         maximum = max(1, before["max"])
         update = {"clusterName": cluster, "nodegroupName": name,
                   "scalingConfig": {"minSize": 0, "maxSize": maximum, "desiredSize": 0}}

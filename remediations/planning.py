@@ -9,7 +9,7 @@ reads the resource and door from there, so the policy core never plans anything.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.core import offhours
@@ -29,10 +29,23 @@ from engine.core.policy import CompiledPolicy
 from remediations.registry import ACTIONS
 
 # gpuwarden's own mark on what it stopped: "<policy>@<ISO time>", and the schedule to resume on
-STOPPED_BY_TAG = "gpuwarden:stopped-by"
+STOPPED_BY_TAG = "gpuwarden:stopped-by"  # AWS and Azure tags
 RESUME_SCHEDULE_TAG = "gpuwarden:resume-schedule"
+# GCP label keys and values allow only lower-case letters, digits, `_` and `-`: the mark is
+# "<policy>_<yyyymmddThhmmssZ, lower-cased>" and the schedule is in its escaped form
+STOPPED_BY_LABEL = "gpuwarden-stopped-by"
+RESUME_SCHEDULE_LABEL = "gpuwarden-resume-schedule"
+LABEL_TIME_FORMAT = "%Y%m%dt%H%M%Sz"
+STOPPED_BY_ANNOTATION = "gpuwarden.io/stopped-by"  # Kubernetes objects
+RESUME_SCHEDULE_ANNOTATION = "gpuwarden.io/resume-schedule"
+MARKS = ((STOPPED_BY_TAG, RESUME_SCHEDULE_TAG), (STOPPED_BY_LABEL, RESUME_SCHEDULE_LABEL),
+         (STOPPED_BY_ANNOTATION, RESUME_SCHEDULE_ANNOTATION))
+OFFHOURS_TAG = "gpuwarden-offhours"  # the resource's own schedule, when no schedule was marked
 # the kinds an executor can resume
-RESUMABLE_KINDS = frozenset({"aws_instance", "aws_autoscaling_group"})
+RESUMABLE_KINDS = frozenset({
+    "aws_instance", "aws_autoscaling_group", "aws_eks_node_group", "google_compute_instance",
+    "azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine", "Deployment",
+    "StatefulSet"})
 
 
 def plan_remediations(evaluation: Evaluation, policies: Iterable[CompiledPolicy]) -> Report:
@@ -100,11 +113,10 @@ def plan_resumes(report: Report, resources: Iterable[Resource], now: datetime) -
 def _resume_finding(resource: Resource, now: datetime) -> Finding | None:
     if resource.kind not in RESUMABLE_KINDS:
         return None
-    mark = resource.tags.get(STOPPED_BY_TAG) or resource.annotations.get(STOPPED_BY_TAG)
-    if not mark or "@" not in mark:
+    mark = stop_mark(resource)
+    if mark is None:
         return None
-    policy, _, stopped_at = mark.partition("@")
-    text = resource.tags.get(RESUME_SCHEDULE_TAG) or offhours.DEFAULT_SCHEDULE
+    policy, stopped_at, text = mark
     try:
         if offhours.parse_schedule(text).is_off(now):
             return None
@@ -118,3 +130,28 @@ def _resume_finding(resource: Resource, now: datetime) -> Finding | None:
                                 detail=f"would resume {resource.id} (stopped at {stopped_at})"),
         details={"stopped_at": stopped_at, "schedule": text},
     )
+
+
+def stop_mark(resource: Resource) -> tuple[str, str, str] | None:
+    """(policy, when it was stopped, the schedule to resume on) from gpuwarden's mark on the
+    resource (tags, labels or annotations); None when it carries none, or one unreadable."""
+    marks = {**resource.tags, **resource.annotations}
+    for stopped_by, schedule_key in MARKS:
+        parsed = _parse_mark(marks.get(stopped_by) or "")
+        if parsed is not None:
+            schedule = marks.get(schedule_key) or marks.get(OFFHOURS_TAG)
+            return (*parsed, schedule or offhours.DEFAULT_SCHEDULE)
+    return None
+
+
+def _parse_mark(mark: str) -> tuple[str, str] | None:
+    """"<policy>@<ISO time>", or a GCP label's "<policy>_<yyyymmddthhmmssz>"."""
+    if "@" in mark:
+        policy, _, stopped_at = mark.partition("@")
+        return (policy, stopped_at) if policy and stopped_at else None
+    policy, _, stamp = mark.rpartition("_")
+    try:
+        at = datetime.strptime(stamp, LABEL_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (policy, at.isoformat()) if policy else None

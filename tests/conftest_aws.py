@@ -47,8 +47,11 @@ def moto_endpoint_fixture() -> Iterator[str]:
 
 
 def _tag_node_groups() -> Callable[[], None]:
-    """moto's EKS TagResource only knows clusters; real EKS tags node groups too."""
+    """moto's EKS TagResource and UntagResource only know clusters; real EKS tags node groups
+    too."""
+    from moto.core.responses import EmptyResult
     from moto.eks.models import EKSBackend
+    from moto.eks.responses import EKSResponse
 
     original = EKSBackend.tag_resource
 
@@ -60,10 +63,32 @@ def _tag_node_groups() -> Callable[[], None]:
                     return
         original(self, resource_arn, tags)
 
+    original_untag = EKSBackend.untag_resource
+
+    def untag_resource(self: Any, resource_arn: str, tag_keys: list[str]) -> None:
+        for cluster in self.clusters.values():
+            for group in cluster.nodegroups.values():
+                if group.arn == resource_arn:
+                    for key in tag_keys if isinstance(tag_keys, list) else [tag_keys]:
+                        group.tags.pop(key, None)
+                    return
+        original_untag(self, resource_arn, tag_keys)
+
+    original_response = EKSResponse.untag_resource
+
+    def untag_response(self: Any) -> Any:  # every tagKeys value, not only the first
+        self.eks_backend.untag_resource(self._extract_arn_from_path(),
+                                        list(self.querystring.get("tagKeys") or []))
+        return EmptyResult()
+
     EKSBackend.tag_resource = tag_resource  # type: ignore[method-assign]
+    EKSBackend.untag_resource = untag_resource  # type: ignore[method-assign]
+    EKSResponse.untag_resource = untag_response  # type: ignore[method-assign]
 
     def restore() -> None:
         EKSBackend.tag_resource = original  # type: ignore[method-assign]
+        EKSBackend.untag_resource = original_untag  # type: ignore[method-assign]
+        EKSResponse.untag_resource = original_response  # type: ignore[method-assign]
 
     return restore
 

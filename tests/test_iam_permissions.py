@@ -269,7 +269,8 @@ def test_every_call_of_a_scan_and_an_enforcement_is_declared_and_every_declarati
     stopped = stop_everything(collected, tmp_path / "stop.jsonl")
     marked = mark_every_kind(collected, tmp_path / "mark.jsonl")
     enforce(collected, [planned(r, "resume") for r in collected.resources  # by its marks
-                        if r.kind in ("aws_instance", "aws_autoscaling_group")],
+                        if r.kind in ("aws_instance", "aws_autoscaling_group",
+                                      "aws_eks_node_group")],
             tmp_path / "resume.jsonl")
     recorder.on = False
 

@@ -23,7 +23,7 @@ from tests.conftest_aws import (
     moto_endpoint_fixture,  # noqa: F401
     run_instance,
 )
-from tests.test_aws_enforce import group_size
+from tests.test_aws_enforce import group_size, node_group
 from tests.test_cli import run_cli
 
 EVENING = "2026-12-01T22:00:00Z"  # a Tuesday, off-hours by the default schedule
@@ -77,8 +77,13 @@ def test_off_hours_stop_then_on_hours_resume(
     aws.client("ec2", EAST).stop_instances(InstanceIds=[by_hand])
 
     assert group_size(aws)[:3] == (0, 4, 0)
+    nodes = node_group(aws)
+    assert nodes["scalingConfig"]["desiredSize"] == 0
+    assert nodes["tags"][STOPPED_BY_TAG] == "gpu-off-hours-shutdown@2026-12-01T22:00:00+00:00"
     planned = resumes(scan(tmp_path / "dry.jsonl", MORNING, capsys, monkeypatch))
     assert planned.pop(estate["asg"])["status"] == "planned"
+    assert planned.pop(estate["nodegroup"])["status"] == "planned"
+    assert node_group(aws)["scalingConfig"]["desiredSize"] == 0
     assert planned == {estate[n]: {"action": "resume", "status": "planned",
                                    "detail": f"would resume {estate[n]} (stopped at "
                                              "2026-12-01T22:00:00+00:00)"}
@@ -87,10 +92,14 @@ def test_off_hours_stop_then_on_hours_resume(
 
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert {rid: r["status"] for rid, r in resumes(report).items()} == {
-        estate[n]: "applied" for n in (*STOPPED_INSTANCES, "asg")}
+        estate[n]: "applied" for n in (*STOPPED_INSTANCES, "asg", "nodegroup")}
     minimum, maximum, desired, group_tags = group_size(aws)
     assert (minimum, maximum, desired) == (1, 4, 2)
     assert not {STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG} & set(group_tags)
+    nodes = node_group(aws)
+    assert nodes["scalingConfig"] == {"minSize": 1, "maxSize": 3, "desiredSize": 2}
+    assert not {STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG} & set(nodes["tags"])
+    assert nodes["tags"]["team"] == "ml"
     for name in STOPPED_INSTANCES:
         assert state(aws, estate[name]) in ("pending", "running")
         assert STOPPED_BY_TAG not in tags(aws, estate[name])
@@ -99,7 +108,8 @@ def test_off_hours_stop_then_on_hours_resume(
 
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     resumed = [(line["resource"], line["phase"]) for line in lines if line["action"] == "resume"]
-    assert sorted(resumed) == sorted((estate[n], phase) for n in (*STOPPED_INSTANCES, "asg")
+    assert sorted(resumed) == sorted((estate[n], phase)
+                                     for n in (*STOPPED_INSTANCES, "asg", "nodegroup")
                                      for phase in ("before", "after"))
     again = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert resumes(again) == {}
@@ -113,6 +123,7 @@ def test_resume_respects_max_actions(
     scan(audit, EVENING, capsys, monkeypatch, "--enforce")
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce", "--max-actions", "1")
     statuses = sorted(r["status"] for r in resumes(report).values())
-    assert statuses == ["applied", "skipped", "skipped", "skipped"]
+    assert statuses == ["applied", "skipped", "skipped", "skipped", "skipped"]
     resumed = sum(state(aws, estate[n]) != "stopped" for n in STOPPED_INSTANCES)
+    resumed += node_group(aws)["scalingConfig"]["desiredSize"] != 0
     assert resumed + (group_size(aws)[2] != 0) == 1

@@ -49,7 +49,7 @@ MUTATING_ACTIONS = frozenset({
     "eks:UpdateNodegroupConfig", "eks:TagResource",
     "sagemaker:StopNotebookInstance", "sagemaker:AddTags",
     # resume at on-hours: what gpuwarden itself stopped (its mark) is started again
-    "ec2:StartInstances", "ec2:DeleteTags", "autoscaling:DeleteTags",
+    "ec2:StartInstances", "ec2:DeleteTags", "autoscaling:DeleteTags", "eks:UntagResource",
 })
 READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get)[A-Za-z]+$")
 PRODUCTION_VALUES = {"prod", "production"}

@@ -68,11 +68,11 @@ locals {
       tag_keys    = ["gpuwarden:previous-size", "gpuwarden:resume-schedule", "gpuwarden:stopped-by"]
     },
     {
-      sid         = "ScaleNodeGroupsToZero"
+      sid         = "ScaleNodeGroupsToZeroAndBack"
       remediation = "stop"
-      actions     = ["eks:TagResource", "eks:UpdateNodegroupConfig"]
+      actions     = ["eks:TagResource", "eks:UntagResource", "eks:UpdateNodegroupConfig"]
       resources   = ["arn:${local.p}:eks:*:*:nodegroup/*/*/*"]
-      tag_keys    = ["gpuwarden:previous-size"]
+      tag_keys    = ["gpuwarden:previous-size", "gpuwarden:resume-schedule", "gpuwarden:stopped-by"]
     },
     {
       sid         = "StopNotebookInstances"
