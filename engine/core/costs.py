@@ -8,7 +8,9 @@ estimate about a resource starts from that spend, so the resource gets one price
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,6 +73,12 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     """The share spot takes off this resource's on-demand price: the catalog's spot and
     on-demand prices of its type in its region where both are listed, else the cloud's
     typical discount (an estimate)."""
+    if resource.spot_hourly_usd is not None and resource.hourly_usd:
+        market = resource.spot_hourly_usd
+        discount = max(0.0, 1.0 - market / resource.hourly_usd)
+        return discount, (f"spot discount {discount:.0%} ({resource.instance_type} spot market "
+                          f"{_usd(market)}/h vs on-demand {_usd(resource.hourly_usd)}/h in "
+                          f"{resource.region}, read live)")
     # only a GPU type's own prices: a GCE machine type with attached GPUs is priced with them
     gpu_type = catalog.instance(resource.instance_type)
     spot = catalog.hourly_price(gpu_type.name, resource.region, "spot") if gpu_type else None
@@ -104,9 +112,46 @@ def _no_compute(resource: Resource) -> str | None:
     return None
 
 
+class _LastSpend:
+    """The last resource priced in one evaluation and its spend (`remembered_spend`)."""
+
+    __slots__ = ("catalog", "resource", "spend")
+
+    def __init__(self) -> None:
+        self.resource: Resource | None = None
+        self.catalog: Catalog | None = None
+        self.spend = Spend(None, "")
+
+
+_LAST_SPEND: ContextVar[_LastSpend | None] = ContextVar("gpuwarden_last_spend", default=None)
+
+
+@contextmanager
+def remembered_spend() -> Iterator[None]:
+    """Within it (one evaluation), the spend of the resource priced last is remembered: an
+    evaluation asks it of one resource about ten times in a row (each policy's estimate, the
+    savings cap, the scanned spend). By identity, and only for the run: a changed copy
+    (`model_copy(update=...)`) is another object, and nothing outlives the evaluation."""
+    token = _LAST_SPEND.set(_LastSpend())
+    try:
+        yield
+    finally:
+        _LAST_SPEND.reset(token)
+
+
 def resource_spend(resource: Resource, catalog: Catalog) -> Spend:
     """What the resource costs per month as configured: the one price every figure about it
     starts from (savings, unallocated spend, custom policies)."""
+    last = _LAST_SPEND.get()
+    if last is None:
+        return _spend_of(resource, catalog)
+    if last.resource is not resource or last.catalog is not catalog:
+        last.spend = _spend_of(resource, catalog)
+        last.resource, last.catalog = resource, catalog
+    return last.spend
+
+
+def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
     reason = _no_compute(resource)
     if reason is not None:
         return Spend(0.0, reason)

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.conditions import EvalContext
-from engine.core.costs import estimate, price_date, resource_spend
+from engine.core.costs import estimate, price_date, remembered_spend, resource_spend
 from engine.core.labels import exempt_policies
 from engine.core.model import (
     Category,
@@ -36,6 +36,7 @@ from engine.core.model import (
     Severity,
     State,
     Summary,
+    trusted,
 )
 from engine.core.policy import CompiledPolicy
 
@@ -158,6 +159,7 @@ class Engine:
                            generated_at=generated_at, documents=documents,
                            cost_changes=cost_changes).report
 
+    @remembered_spend()  # each resource priced once, however many policies ask
     def assess(
         self,
         resources: Iterable[Resource],
@@ -193,7 +195,9 @@ class Engine:
         ctx: EvalContext,
         verdict: Verdict,
         door: Door,
+        ref: ResourceRef | None = None,
     ) -> Finding:
+        """`ref`: the resource's reference, when its other findings already made one."""
         details = _evidence(policy, resource, ctx)
         cost = estimate(policy.spec.cost, resource, self.catalog, details)
         if cost.kind == "savings" and verdict == "fail":
@@ -208,20 +212,30 @@ class Engine:
                 resource=resource, r=resource, params=policy.spec.parameters, details=details,
                 cost=cost.monthly_usd, verdict=verdict,
             )
-        return Finding(
+        return trusted(
+            Finding,
             policy=policy.id,
             title=policy.spec.title,
             severity=_severity(policy, details),
             result=verdict,
-            resource=ResourceRef.of(resource),
+            resource=ref or _ref_of(resource),
             message=message,
             enforcement=policy.doors[door],
             estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
             cost_kind=cost.kind,
             cost_basis=cost.basis,
+            remediation=None,
             location=resource.location,
             details=details,
         )
+
+
+_REF_FIELDS = tuple(ResourceRef.model_fields)
+
+
+def _ref_of(resource: Resource) -> ResourceRef:
+    """`ResourceRef.of`, without validating again what a validated resource holds."""
+    return trusted(ResourceRef, **{name: getattr(resource, name) for name in _REF_FIELDS})
 
 
 class _Run:
@@ -253,6 +267,7 @@ class _Run:
             else frozenset()
         if self.aggregation is not None:
             self.aggregation.offer(resource, door, exempt_ids)
+        ref: ResourceRef | None = None  # made by its first finding, shared by the others
         for policy in self.engine._by_category[resource.category]:
             if policy.doors[door] == "off":
                 continue
@@ -261,7 +276,7 @@ class _Run:
             elif policy.rego is not None:
                 self._add_program(policy, resource, door)
             else:
-                self._add_verdict(policy, resource, door)
+                ref = self._add_verdict(policy, resource, door, ref)
 
     def _add_spend(self, resource: Resource) -> None:
         """The resource's monthly spend, counted once however often it appears."""
@@ -273,16 +288,19 @@ class _Run:
             if dated:
                 self.price_dates.add(dated)
 
-    def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
+    def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door,
+                     ref: ResourceRef | None) -> ResourceRef | None:
+        """Judge it; the resource's reference once a finding made one."""
         verdict = self.engine.verdict(policy, resource, self.ctx)
         if verdict == "n/a":
-            return
+            return ref
         if verdict == "pass":
             self.passed += 1
             if not self.show_passed:
-                return
-        finding = self.engine.finding(policy, resource, self.ctx, verdict, door)
+                return ref
+        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
         self.judged.append(Judged(finding, resource, door))
+        return finding.resource
 
     def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
         outcome = _evaluator_of(policy).resource_outcome(policy, resource, self.ctx, door,
@@ -358,11 +376,14 @@ def _group_verdict(policy: CompiledPolicy, group: Resource, ctx: EvalContext) ->
     return "pass" if result is False else "fail" if result else "unknown"
 
 
+_SEVERITIES = frozenset(s.value for s in Severity)
+
+
 def _severity(policy: CompiledPolicy, details: Mapping[str, Any]) -> Severity:
     """The policy's severity, or a lower one a check's evidence asks for (`severity`: an
     advisory case of the policy, such as a legacy GPU generation in gpu-right-size)."""
     lowered = details.get("severity")
-    if isinstance(lowered, str) and lowered in {s.value for s in Severity}:
+    if isinstance(lowered, str) and lowered in _SEVERITIES:
         return min(policy.spec.severity, Severity(lowered), key=lambda s: s.rank)
     return policy.spec.severity
 

@@ -22,6 +22,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine.core.model import Resource
 from engine.core.tristate import Tri
@@ -47,6 +48,7 @@ def canonical(text: object) -> str:
     return value.strip().casefold()
 
 
+@lru_cache(maxsize=4096)  # the same few keys on every resource; bounded for hostile ones
 def normalize_key(key: str) -> str:
     """Tag keys match case-insensitively (trimmed, Unicode-normalized) with `-` and `_` equal."""
     return canonical(key).replace("_", "-")
@@ -55,6 +57,7 @@ def normalize_key(key: str) -> str:
 _EXEMPT_KEYS = frozenset(normalize_key(key) for key in EXEMPT_KEYS)
 
 
+@lru_cache(maxsize=4096)
 def is_environment_key(key: str) -> bool:
     return _KEY_PREFIX.sub("", normalize_key(key)).strip("-.") in PRODUCTION_KEYS
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 REPORT_SCHEMA = "gpuwarden.report/v1"
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class Category(StrEnum):
@@ -210,6 +211,7 @@ class Resource(BaseModel):
     state: State = State.UNKNOWN
     owner: str | None = None
     hourly_usd: float | None = None  # on-demand list price of one instance/replica
+    spot_hourly_usd: float | None = None  # the spot market's price of one, where read live
     telemetry: Telemetry | None = None
     workload: WorkloadSpec | None = None  # Kubernetes workload facts
     checkpoint_uri: str | None = None  # where a training job checkpoints (SageMaker S3Uri)
@@ -370,3 +372,15 @@ class Report(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
+
+
+def trusted(cls: type[Model], **values: Any) -> Model:
+    """A model of values the engine made itself, each of its field's type and every field
+    given: pydantic's validation skipped, which was a fifth of building a finding. Never for
+    what comes from outside (files, APIs, policies): that is validated."""
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", values)
+    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model

@@ -25,12 +25,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
+from enum import Enum
 from typing import Any
 
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from pydantic import BaseModel
 
 MAX_SOURCE = 10_000  # characters of one template
 MAX_NESTING = 40  # nested expression levels (the parser recurses)
@@ -63,6 +65,10 @@ _EXPRESSIONS = (
 _LOOP_FILTER = "gpuwarden_bounded_loop"
 _SAFE_ATTRIBUTES: dict[tuple[type, str], bool] = {}
 _MAX_REMEMBERED = 4096
+# How `a.b` reads `b` of a type: a data field (a pydantic model's field, an enum's value or
+# name), a dict's key (the name is no dict attribute), or jinja's sandboxed lookup.
+_FIELD, _ITEM, _SANDBOXED = "field", "item", "sandboxed"
+_ATTRIBUTE_KINDS: dict[tuple[type, str], str] = {}
 
 
 class TemplateRejected(Exception):
@@ -145,6 +151,23 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
             _SAFE_ATTRIBUTES[key] = safe
         return safe
 
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        """jinja2's sandboxed `obj.attribute`, answered without its checks where the type
+        says what the answer is: the field of a model (data, never a method) or the key of a
+        dict. Per finding a message reads a dozen such attributes; anything else, and a field
+        holding something callable, takes jinja2's path."""
+        kind = _ATTRIBUTE_KINDS.get((type(obj), attribute)) or _attribute_kind(obj, attribute)
+        if kind is _FIELD:
+            value = getattr(obj, attribute)
+            if not callable(value):
+                return value
+        elif kind is _ITEM:
+            try:
+                return obj[attribute]
+            except LookupError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
     def call(__self, __context: jinja2.runtime.Context, __obj: Any,
              *args: Any, **kwargs: Any) -> Any:
         _budget().check_clock()
@@ -169,6 +192,27 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
         if operator == "**":
             _check_power(left, right)
         return super().call_binop(context, operator, left, right)
+
+
+def _is_data_field(obj: Any, attribute: str) -> bool:
+    if isinstance(obj, BaseModel):
+        return attribute in type(obj).model_fields
+    return isinstance(obj, Enum) and attribute in ("value", "name")
+
+
+def _attribute_kind(obj: Any, attribute: str) -> str:
+    """Remembered per (type, name): what reading the name of such an object means."""
+    kind = _SANDBOXED
+    if attribute.startswith("_") or attribute in _FORBIDDEN_NAMES:
+        pass
+    elif _is_data_field(obj, attribute):
+        kind = _FIELD
+    elif type(obj) is dict and not hasattr(dict, attribute):
+        kind = _ITEM
+    if len(_ATTRIBUTE_KINDS) >= _MAX_REMEMBERED:
+        _ATTRIBUTE_KINDS.clear()
+    _ATTRIBUTE_KINDS[(type(obj), attribute)] = kind
+    return kind
 
 
 def _check_repeat(sequence: Any, times: Any) -> None:
@@ -294,15 +338,17 @@ def _bracket_depth(source: str) -> int:
 class MessageTemplate:
     """A checked, compiled message template; `render` applies the render-time limits."""
 
-    def __init__(self, source: str, template: jinja2.Template):
+    def __init__(self, source: str, template: jinja2.Template, *, budgeted: bool = True):
         self.source = source
         self.template = template
+        # Only loops and calls read the render budget: a template without them needs none.
+        self.budgeted = budgeted
 
     def render(self, values: Mapping[str, Any], *, fallback: str) -> str:
         """The message with whitespace collapsed; `fallback (message template failed: why)`
         when rendering fails. A shared context skips copying the template globals per finding,
         which halves rendering time on large reports."""
-        token = _CURRENT.set(_Budget())
+        token = _CURRENT.set(_Budget()) if self.budgeted else None
         try:
             context = self.template.new_context({**ENVIRONMENT.globals, **values}, shared=True)
             return " ".join(_bounded_output(self.template.root_render_func(context)).split())
@@ -310,7 +356,8 @@ class MessageTemplate:
             why = " ".join(str(exc).split())[:200] or type(exc).__name__
             return f"{fallback} (message template failed: {why})"
         finally:
-            _CURRENT.reset(token)
+            if token is not None:
+                _CURRENT.reset(token)
 
 
 def _bounded_output(chunks: Iterable[str]) -> str:
@@ -337,4 +384,5 @@ def compile_message(source: str) -> MessageTemplate:
     except RecursionError:
         raise TemplateRejected(f"nested more than {MAX_NESTING} levels deep") from None
     template = ENVIRONMENT.template_class.from_code(ENVIRONMENT, code, ENVIRONMENT.globals)
-    return MessageTemplate(source, template)
+    budgeted = any(True for _ in tree.find_all((nodes.For, nodes.Call)))
+    return MessageTemplate(source, template, budgeted=budgeted)
