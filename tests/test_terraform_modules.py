@@ -215,11 +215,17 @@ def test_pods_are_mutated_on_create_only(module: dict[str, Any]) -> None:
         assert pods["operations"] == ["CREATE"]
 
 
-def test_rbac_is_list_watch_on_namespaces_and_nodes(module: dict[str, Any]) -> None:
-    rules = one(module, "kubernetes_cluster_role_v1")["rule"]
+def test_rbac_is_list_watch_on_namespaces_nodes_and_dra_claims(module: dict[str, Any]) -> None:
+    role = one(module, "kubernetes_cluster_role_v1")
+    rules = role["rule"]
     granted = {(resource, verb) for rule in rules for resource in rule["resources"]
                for verb in rule["verbs"]}
-    assert granted == {(r, v) for r in ("namespaces", "nodes") for v in ("list", "watch")}
+    assert granted == {(r, v) for r in ("namespaces", "nodes", "resourceclaims",
+                                        "resourceclaimtemplates") for v in ("list", "watch")}
+    # The kinds policies declare for data.inventory (var.inventory_kinds), list/watch only.
+    [inventory] = [block["rule"] for block in role["dynamic"]]
+    assert inventory["for_each"] == "${var.inventory_kinds}"
+    assert inventory["content"][0]["verbs"] == ["list", "watch"]
     for rule in rules:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["api_groups"]
     assert not resources(module, "kubernetes_role_v1")

@@ -51,8 +51,9 @@ resource "kubernetes_service_account_v1" "this" {
   }
 }
 
-# The request path does no API calls: namespace labels and node GPU models come from caches fed
-# by list/watch. Nothing else is readable, nothing is writable.
+# The request path does no API calls: namespace labels, node GPU models, the DRA claims pods
+# name and the kinds Rego policies declare for data.inventory come from caches fed by list/watch.
+# Nothing else is readable, nothing is writable.
 resource "kubernetes_cluster_role_v1" "this" {
   metadata {
     name   = var.name
@@ -63,6 +64,21 @@ resource "kubernetes_cluster_role_v1" "this" {
     api_groups = [""]
     resources  = ["namespaces", "nodes"]
     verbs      = ["list", "watch"]
+  }
+
+  rule {
+    api_groups = ["resource.k8s.io"]
+    resources  = ["resourceclaims", "resourceclaimtemplates"]
+    verbs      = ["list", "watch"]
+  }
+
+  dynamic "rule" {
+    for_each = var.inventory_kinds
+    content {
+      api_groups = [rule.value.api_group]
+      resources  = rule.value.resources
+      verbs      = ["list", "watch"]
+    }
   }
 }
 

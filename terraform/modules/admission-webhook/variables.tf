@@ -145,3 +145,16 @@ variable "workload_kinds" {
     error_message = "workload_kinds: name each API group and its resources (no \"*\", no core group)."
   }
 }
+
+variable "inventory_kinds" {
+  description = "Kinds the Rego policies declare in rego.inventory (Gatekeeper's data.inventory, docs/rego.md): the webhook lists them, so it needs list/watch on each. One entry per API group (\"\" for the core group) with its plural resource names."
+  type = list(object({
+    api_group = string
+    resources = list(string)
+  }))
+  default = []
+  validation {
+    condition     = alltrue([for kind in var.inventory_kinds : !contains(kind.resources, "*") && kind.api_group != "*" && !contains(kind.resources, "secrets")])
+    error_message = "inventory_kinds names resources one by one, never *, and never secrets."
+  }
+}
