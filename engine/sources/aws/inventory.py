@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.core.catalog import Catalog
 from engine.core.model import Resource
-from engine.sources.aws import compute, instance_types, ml, storage
+from engine.sources.aws import compute, instance_types, ml, spot_prices, storage
 from engine.sources.aws.region import Region
 from engine.sources.aws.section import AwsSection
 
@@ -23,6 +23,7 @@ SECTIONS: tuple[AwsSection, ...] = (
     compute.LAUNCH_CONFIGURATIONS,
     compute.NODE_GROUPS,
     instance_types.INSTANCE_TYPES,  # after every section that names a type it might not know
+    spot_prices.SPOT_PRICES,
     ml.TRAINING_JOBS,
     ml.NOTEBOOK_INSTANCES,
     ml.ENDPOINTS,

@@ -12,6 +12,7 @@ from typing import Any
 from engine.core.catalog import Catalog
 from engine.core.enrich import enrich
 from engine.core.model import Resource
+from engine.sources.aws.spot_market import region_spot_prices
 
 ASG_MEMBER_TAG = "aws:autoscaling:groupName"
 TYPE_UNKNOWN = frozenset({"instance_type", "gpu", "hourly_usd"})
@@ -64,8 +65,15 @@ class Region:
 
     def resource(self, **fields: Any) -> Resource:
         fields.setdefault("name", fields["id"])
-        return _enrich(Resource(provider="aws", region=self.region, account=self.account,
-                                **fields), self.catalog)
+        resource = _enrich(Resource(provider="aws", region=self.region, account=self.account,
+                                    **fields), self.catalog)
+        market = self.spot_market.get(resource.instance_type or "")
+        return resource.model_copy(update={"spot_hourly_usd": market[0]}) if market else resource
+
+    @cached_property
+    def spot_market(self) -> dict[str, tuple[float, str]]:
+        """The region's live spot price of each GPU type it runs (`spot_prices` section)."""
+        return region_spot_prices(self.scan, self.catalog)
 
     @cached_property
     def instances(self) -> dict[str, dict[str, Any]]:

@@ -24,6 +24,7 @@ locals {
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribeLaunchTemplates",
     "ec2:DescribeRegions",
+    "ec2:DescribeSpotPriceHistory",
     "ec2:DescribeTags",
     "ec2:DescribeVolumes",
     "ec2:GetEbsEncryptionByDefault",
