@@ -1,7 +1,12 @@
 """Enforce mode on a live cluster: apply planned `stop` remediations to Kubernetes workloads.
 
 Deployments and StatefulSets are scaled to zero and CronJobs suspended; the previous value is
-kept in an annotation so the workload can be restored. Guard rails:
+kept in an annotation so the workload can be restored. A Deployment or StatefulSet also gets
+gpuwarden's stop mark (`gpuwarden.io/stopped-by` = `<policy>@<evaluation instant>`,
+`gpuwarden.io/resume-schedule`), and a planned `resume` (its schedule's on-hours began) scales it
+back to the recorded replicas and removes the three annotations, only while it is still at zero
+and still marked: a workload scaled down by someone else carries no mark and stays down.
+Guard rails:
 
 - only findings whose remediation the planner marked `planned` (runtime deny, non-production);
 - at most `max_actions` patches per run (blast radius);
@@ -28,11 +33,16 @@ import orjson
 from engine.core.errors import InputError
 from engine.core.labels import protection
 from engine.core.model import Finding, Remediation, Report, Resource
+from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION
 from remediations.runner import DEADLINE_REACHED, Deadline, default_actor
 
 PREVIOUS_REPLICAS = "gpuwarden.io/previous-replicas"
 PREVIOUS_SUSPEND = "gpuwarden.io/previous-suspend"
 STOP_ACTION = "stop"
+RESUME_ACTION = "resume"
+ACTIONS = (STOP_ACTION, RESUME_ACTION)
+RESUMABLE = frozenset({"Deployment", "StatefulSet"})
+MAX_REPLICAS = 10_000  # a larger recorded count is not trusted
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +77,7 @@ def apply_kubernetes_remediations(
         raise InputError("--max-actions must be 0 or more")
     by_id = {(r.provider, r.id): r for r in resources}
     runner = _Runner(api_client, max_actions, now, actor or default_actor(), deadline)
+    runner.marked_at = report.generated_at
     findings: list[Finding] = []
     try:
         with audit_log.open("a", encoding="utf-8") as log:
@@ -89,16 +100,18 @@ class _Runner:
         self.now = now
         self.actor = actor
         self.attempts = 0
-        self.done: set[str] = set()
+        self.done: set[tuple[str, str]] = set()  # (action, resource id)
         self.log: IO[str] | None = None
+        self.marked_at: datetime | None = None  # the evaluation instant, in stop marks
 
     def handle(self, finding: Finding, resource: Resource | None) -> Finding:
         remediation = finding.remediation
-        if (remediation is None or remediation.action != STOP_ACTION
+        if (remediation is None or remediation.action not in ACTIONS
                 or remediation.status != "planned" or resource is None
                 or resource.provider != "kubernetes"):
             return finding
-        status, detail = self.stop(finding, resource)
+        act = self.stop if remediation.action == STOP_ACTION else self.resume
+        status, detail = act(finding, resource)
         updated = Remediation(action=remediation.action, status=status, detail=detail)
         return finding.model_copy(update={"remediation": updated})
 
@@ -106,58 +119,131 @@ class _Runner:
         target = _TARGETS.get(resource.kind)
         if target is None:
             return "skipped", f"no scale-to-zero action for a {resource.kind}"
-        if resource.id in self.done:
-            return "skipped", f"{resource.id} already stopped in this run"
-        if self.attempts >= self.max_actions:
-            return "skipped", f"blast radius: --max-actions {self.max_actions} reached"
-        namespace = resource.namespace or "default"
-        ref = {"apiVersion": target.api_version, "kind": resource.kind,
-               "namespace": namespace, "name": resource.name}
-        if self.deadline is not None and self.deadline.reached():
-            self._write("check", finding, ref, result="skipped", reason=DEADLINE_REACHED)
-            return "skipped", DEADLINE_REACHED
-        api = self._api(target)
-        try:
-            current = self.api_client.sanitize_for_serialization(
-                getattr(api, f"read_namespaced_{target.method}")(resource.name, namespace))
-        except Exception as exc:
-            self._write("check", finding, ref, result="failed", error=_error_text(exc))
-            return "failed", f"cannot read {resource.id}: {_error_text(exc)}"
-        before = _stop_state(resource.kind, current)
-        protected = _protection(finding.policy, resource, current)
+        ref = _ref(target, resource)
+        read = self._start(finding, resource, STOP_ACTION, target, ref)
+        if isinstance(read, tuple):
+            return read
+        before = _stop_state(resource.kind, read)
+        protected = _protection(finding.policy, resource, read)
         if protected:
-            self._write("check", finding, ref, before=before, result="skipped", reason=protected)
+            self._write("check", finding, ref, STOP_ACTION, before=before, result="skipped",
+                        reason=protected)
             return "skipped", protected
         if _already_stopped(resource.kind, before):
-            self._write("check", finding, ref, before=before, result="skipped",
+            self._write("check", finding, ref, STOP_ACTION, before=before, result="skipped",
                         reason="already stopped")
             return "skipped", f"{resource.id} is already stopped ({_describe(before)})"
-        body = _stop_patch(resource.kind, before, current)
+        body = _stop_patch(resource.kind, before, read)
+        if resource.kind in RESUMABLE:
+            body["metadata"]["annotations"].update(self._stop_marks(finding))
+        return self._patch(finding, resource, STOP_ACTION, target, ref, before, body,
+                           f"{_verb(resource.kind)} {resource.id} (was {_describe(before)})")
+
+    def resume(self, finding: Finding, resource: Resource) -> tuple[Any, str]:
+        """Scale a workload gpuwarden scaled to zero (its mark still on it) back to the replicas
+        it recorded, and remove the mark."""
+        target = _TARGETS.get(resource.kind) if resource.kind in RESUMABLE else None
+        if target is None:
+            return "skipped", f"no resume action for a {resource.kind}"
+        ref = _ref(target, resource)
+        read = self._start(finding, resource, RESUME_ACTION, target, ref)
+        if isinstance(read, tuple):
+            return read
+        before = _stop_state(resource.kind, read)
+        body, reason = _resume_patch(resource.id, read)
+        if body is None:
+            self._write("check", finding, ref, RESUME_ACTION, before=before, result="skipped",
+                        reason=reason)
+            return "skipped", reason
+        return self._patch(finding, resource, RESUME_ACTION, target, ref, before, body,
+                           f"scaled {resource.id} back to {body['spec']['replicas']} replicas "
+                           "(stopped by gpuwarden)")
+
+    def _stop_marks(self, finding: Finding) -> dict[str, str]:
+        at = self.marked_at or self.now()
+        marks = {STOPPED_BY_ANNOTATION: f"{finding.policy}@{at.isoformat()}"}
+        schedule = finding.details.get("schedule")
+        if isinstance(schedule, str) and schedule:
+            marks[RESUME_SCHEDULE_ANNOTATION] = schedule[:256]
+        return marks
+
+    def _start(self, finding: Finding, resource: Resource, action: str, target: _Target,
+               ref: dict[str, str]) -> dict[str, Any] | tuple[Any, str]:
+        """The object as read now, or (status, detail) when nothing is to be attempted: done
+        already in this run, past the blast radius or the deadline, or unreadable."""
+        if (action, resource.id) in self.done:
+            return "skipped", f"{resource.id}: {action} already handled in this run"
+        if self.attempts >= self.max_actions:
+            return "skipped", f"blast radius: --max-actions {self.max_actions} reached"
+        if self.deadline is not None and self.deadline.reached():
+            self._write("check", finding, ref, action, result="skipped", reason=DEADLINE_REACHED)
+            return "skipped", DEADLINE_REACHED
+        try:
+            current: dict[str, Any] = self.api_client.sanitize_for_serialization(
+                getattr(self._api(target), f"read_namespaced_{target.method}")(
+                    resource.name, ref["namespace"]))
+        except Exception as exc:
+            self._write("check", finding, ref, action, result="failed", error=_error_text(exc))
+            return "failed", f"cannot read {resource.id}: {_error_text(exc)}"
+        return current
+
+    def _patch(self, finding: Finding, resource: Resource, action: str, target: _Target,
+               ref: dict[str, str], before: dict[str, Any], body: dict[str, Any], done: str
+               ) -> tuple[Any, str]:
         self.attempts += 1
-        self._write("before", finding, ref, before=before, patch=body)
+        self._write("before", finding, ref, action, before=before, patch=body)
         try:
             patched = self.api_client.sanitize_for_serialization(
-                getattr(api, f"patch_namespaced_{target.method}")(resource.name, namespace, body))
+                getattr(self._api(target), f"patch_namespaced_{target.method}")(
+                    resource.name, ref["namespace"], body))
         except Exception as exc:
-            self._write("after", finding, ref, before=before, result="failed",
+            self._write("after", finding, ref, action, before=before, result="failed",
                         error=_error_text(exc))
             return "failed", f"patching {resource.id} failed: {_error_text(exc)}"
         after = _stop_state(resource.kind, patched)
-        self.done.add(resource.id)
-        self._write("after", finding, ref, before=before, after=after, result="applied")
-        return "applied", f"{_verb(resource.kind)} {resource.id} (was {_describe(before)})"
+        self.done.add((action, resource.id))
+        self._write("after", finding, ref, action, before=before, after=after, result="applied")
+        return "applied", done
 
     def _api(self, target: _Target) -> Any:
         from kubernetes import client
 
         return getattr(client, target.api_class)(self.api_client)
 
-    def _write(self, phase: str, finding: Finding, ref: dict[str, str], **fields: Any) -> None:
+    def _write(self, phase: str, finding: Finding, ref: dict[str, str], action: str,
+               **fields: Any) -> None:
         assert self.log is not None
         entry = {"time": self.now().isoformat(), "phase": phase, "actor": self.actor,
-                 "action": STOP_ACTION, "policy": finding.policy, "target": ref, **fields}
+                 "action": action, "policy": finding.policy, "target": ref, **fields}
         self.log.write(orjson.dumps(entry).decode() + "\n")
         self.log.flush()  # the "before" line must be on disk before the API call
+
+
+def _ref(target: _Target, resource: Resource) -> dict[str, str]:
+    return {"apiVersion": target.api_version, "kind": resource.kind,
+            "namespace": resource.namespace or "default", "name": resource.name}
+
+
+def _resume_patch(resource_id: str, current: dict[str, Any]
+                  ) -> tuple[dict[str, Any] | None, str]:
+    """(the patch that restores the recorded replicas and removes the mark, "") or (None, why
+    not): no mark, an unreadable count, or no longer at zero (someone scaled it since)."""
+    metadata = current.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if STOPPED_BY_ANNOTATION not in annotations:
+        return None, f"{resource_id} carries no {STOPPED_BY_ANNOTATION} mark"
+    recorded = str(annotations.get(PREVIOUS_REPLICAS, ""))
+    if not recorded.isdigit() or int(recorded) > MAX_REPLICAS:
+        return None, f"{resource_id}: {PREVIOUS_REPLICAS} {recorded[:32]!r} is not a count"
+    replicas = (current.get("spec") or {}).get("replicas")
+    if replicas != 0:
+        return None, f"{resource_id} is no longer at zero (replicas {replicas})"
+    patch_metadata: dict[str, Any] = {"annotations": {
+        key: None for key in (STOPPED_BY_ANNOTATION, RESUME_SCHEDULE_ANNOTATION,
+                              PREVIOUS_REPLICAS)}}
+    if metadata.get("resourceVersion"):
+        patch_metadata["resourceVersion"] = metadata["resourceVersion"]
+    return {"metadata": patch_metadata, "spec": {"replicas": int(recorded)}}, ""
 
 
 def _protection(policy: str, resource: Resource, obj: dict[str, Any]) -> str | None:

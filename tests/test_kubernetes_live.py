@@ -37,7 +37,10 @@ from remediations.kubernetes_actions import (
     PREVIOUS_SUSPEND,
     apply_kubernetes_remediations,
 )
+from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION
 from tests.conftest import OFF_HOURS
+
+OFF_HOURS_ISO = OFF_HOURS.isoformat()
 
 # Collection paths of the fake API: path -> (kind, apiVersion, namespaced)
 COLLECTIONS: dict[str, tuple[str, str]] = {
@@ -164,7 +167,9 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
 
 def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
+        if value is None:  # merge patches delete a key set to null
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
             _merge(into[key], value)
         else:
             into[key] = copy.deepcopy(value)
@@ -486,7 +491,9 @@ def test_enforce_scales_to_zero_suspends_and_audits(
     trainer = patches["/apis/apps/v1/namespaces/ml/deployments/trainer-a"]
     assert trainer.content_type == "application/strategic-merge-patch+json"
     assert trainer.body["spec"] == {"replicas": 0}
-    assert trainer.body["metadata"]["annotations"] == {PREVIOUS_REPLICAS: "3"}
+    assert trainer.body["metadata"]["annotations"] == {
+        PREVIOUS_REPLICAS: "3", STOPPED_BY_ANNOTATION: f"gpu-off-hours-shutdown@{OFF_HOURS_ISO}",
+        RESUME_SCHEDULE_ANNOTATION: "off=(M-F,19);on=(M-F,7);tz=utc"}
     assert trainer.body["metadata"]["resourceVersion"] == "100"
     nightly = patches["/apis/batch/v1/namespaces/ml/cronjobs/nightly"]
     assert nightly.body["spec"] == {"suspend": True}
