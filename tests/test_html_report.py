@@ -345,3 +345,21 @@ def test_history_refuses_unknown_choices(week: str, args: list[str], message: st
     code, out, err = run_cli(["history", "--history", week, *args], capsys, monkeypatch)
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [f"gpuwarden: error: {message}"]
+
+
+def test_check_plan_report_charts_the_plans_teams(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_startup_imports import GPU_INSTANCE_CHANGE
+
+    change = json.loads(json.dumps(GPU_INSTANCE_CHANGE))
+    change["change"]["after"]["tags"] = change["change"]["after"]["tags_all"] = {
+        "team": "<b>research</b>"}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format_version": "1.2", "resource_changes": [change]}))
+    code, out, err = run_cli(["check-plan", str(plan), "--format", "html"], capsys, monkeypatch)
+    assert code == 1, err
+    team_table = out.split('id="by-team"')[1].split("</table>")[0]
+    assert "<td>&lt;b&gt;research&lt;/b&gt;</td>" in team_table
+    assert "$2,233.80" in team_table  # p3.2xlarge list price $3.06/h × 730 h
+    assert 'id="trend"' not in out

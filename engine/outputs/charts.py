@@ -110,13 +110,15 @@ def money_chart(rows: Sequence[GroupMoney], dimension: str, kinds: Sequence[str]
         if not values:
             return None
         shown = [KIND_LABELS[kind] for kind in kinds]
+        encoding: dict[str, Any] = {
+            "y": alt.Y("group:N", title=dimension, sort=[row.group for row in rows],
+                       axis=alt.Axis(labelLimit=220)),
+            "x": alt.X("usd:Q", title="USD per month", axis=alt.Axis(format="$,.0f")),
+            "color": _colour(alt, "kind", "figure", shown, KIND_COLOURS)}
+        if len(values) > len({value["group"] for value in values}):  # bars side by side
+            encoding["yOffset"] = alt.YOffset("kind:N", sort=shown)
         chart: altair.Chart = alt.Chart(alt.Data(values=values)).mark_bar().encode(
-            y=alt.Y("group:N", title=dimension, sort=[row.group for row in rows],
-                    axis=alt.Axis(labelLimit=220)),
-            yOffset=alt.YOffset("kind:N", sort=shown),
-            x=alt.X("usd:Q", title="USD per month", axis=alt.Axis(format="$,.0f")),
-            color=_colour(alt, "kind", "figure", shown, KIND_COLOURS),
-        ).properties(width=WIDTH, title=f"By {dimension}")
+            **encoding).properties(width=WIDTH, title=f"By {dimension}")
         return chart
     return build
 
