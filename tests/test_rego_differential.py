@@ -31,7 +31,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.core.catalog import builtin_catalog
+from engine.loading.policies import load_policies
 from engine.rego.common import RegoError, RegoModule
+from engine.sources.terraform import plan_resources, read_plan
 from tests.opa_stub import OPA_ORACLE_MISSING, opa_bindings, rego_v1
 
 pytest.importorskip("regorus")
@@ -39,7 +42,7 @@ OPA = opa_bindings()
 pytestmark = pytest.mark.skipif(OPA is None, reason=OPA_ORACLE_MISSING)
 
 from engine.rego.embedded import EmbeddedEvaluator  # noqa: E402
-from engine.rego.policy import catalog_document  # noqa: E402
+from engine.rego.policy import RegoProgram, catalog_document  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "rego.md"
@@ -47,6 +50,7 @@ TABLE_START = "<!-- differential-table:start -->"
 TABLE_END = "<!-- differential-table:end -->"
 EXAMPLES = int(os.environ.get("GPUWARDEN_FUZZ_EXAMPLES", "25"))
 HEADER = "package t\n\nimport rego.v1\n\n"
+CATALOG = builtin_catalog()
 
 
 @dataclass(frozen=True, eq=False)
@@ -565,12 +569,12 @@ class Shipped:
         return [f"data.{self.package}.{rule}" for rule in RULES]
 
 
-SPOT = Shipped("gpu-spot-required", ("gpu_spot_required.rego",), "gpuwarden.spot", "catalog")
+SPOT = Shipped("gpu-spot-required", ("gpu_spot_required.rego",), "gpuwarden.spot")
 COST_TAGS = Shipped("required-cost-tags", ("required_cost_tags.rego",), "gpuwarden.cost_tags")
 LABELS = Shipped("k8srequiredlabels", ("gatekeeper/k8srequiredlabels.rego",), "k8srequiredlabels")
 TESTS = [
     Shipped("gpu_spot_required_test", ("gpu_spot_required.rego", "gpu_spot_required_test.rego"),
-            "gpuwarden.spot_test", "catalog"),
+            "gpuwarden.spot_test"),
     Shipped("required_cost_tags_test", ("required_cost_tags.rego", "required_cost_tags_test.rego"),
             "gpuwarden.cost_tags_test"),
     Shipped("k8srequiredlabels_test", ("gatekeeper/k8srequiredlabels.rego",
@@ -583,11 +587,21 @@ LABEL_PARAMETERS = {"labels": [{"key": "owner"},
                                {"key": "team", "allowedRegex": "^[a-z][a-z0-9-]*$"}]}
 
 
-def plan_inputs() -> list[tuple[str, Any]]:
+def plan_files() -> list[Path]:
     files = [POLICIES / "testdata" / "small-plan.json",
              *sorted((REFERENCE / "terraform-plans").glob("*.json"))]
-    return [(f.name, document) for f in files
-            if isinstance(document := _json_or_none(f), dict)]
+    return [f for f in files if isinstance(_json_or_none(f), dict)]
+
+
+def resource_inputs(plan_file: Path) -> list[Any]:
+    """The twin's inputs for a plan: its normalized resources of the twin's categories, as
+    gpuwarden hands them over (only the keys the module reads)."""
+    [policy] = load_policies([str(POLICIES / "gpu_spot_required.yaml")])
+    program = policy.rego
+    assert isinstance(program, RegoProgram)
+    plan = read_plan(str(plan_file))
+    return [program.input_for(r, {}) for r in plan_resources(plan, str(plan_file), CATALOG)
+            if r.category in policy.categories]
 
 
 def admission_inputs(parameters: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -621,7 +635,6 @@ def compare_policy(policy: Shipped, input_doc: Any,
 
 
 SHIPPED_CASES = [
-    *[(SPOT, name, doc) for name, doc in plan_inputs()],
     *[(COST_TAGS, name, doc) for name, doc in admission_inputs(COST_PARAMETERS)],
     *[(LABELS, name, doc) for name, doc in admission_inputs(LABEL_PARAMETERS)],
 ]
@@ -632,6 +645,35 @@ SHIPPED_CASES = [
 def test_shipped_policies_answer_as_opa(policy: Shipped, name: str, input_doc: Any) -> None:
     for path, result, embedded, opa in compare_policy(policy, input_doc):
         assert result == "same", f"{name} {path}: embedded {embedded!r}, OPA {opa!r}"
+
+
+def compare_batch(policy: Shipped, inputs: list[Any]) -> list[tuple[int, str, Answer, Answer]]:
+    """Each input evaluated in batches (`evaluate_many`, as the engine's loop does) beside OPA
+    evaluating it alone."""
+    sources, data = policy.sources(), policy.data_document()
+    paths = policy.paths()
+    evaluator = EmbeddedEvaluator([RegoModule(n, t) for n, t in sources], data,
+                                  entry_points=paths)
+    found = []
+    for index, (input_doc, values) in enumerate(zip(inputs, evaluator.evaluate_many(
+            paths, inputs, "plan"), strict=True)):
+        assert isinstance(values, dict), values
+        for path in paths:
+            embedded: Answer = ("value", values[path]) if path in values else ("undefined", None)
+            opa = opa_answer(sources, data, path, input_doc)
+            found.append((index, path, embedded, opa))
+    return found
+
+
+PLAN_FILES = plan_files()
+
+
+@pytest.mark.parametrize("plan_file", PLAN_FILES, ids=[f.name for f in PLAN_FILES])
+def test_spot_twin_answers_as_opa_on_the_resources_of_plans(plan_file: Path) -> None:
+    inputs = resource_inputs(plan_file)
+    for index, path, embedded, opa in compare_batch(SPOT, inputs):
+        assert outcome(embedded, opa) == "same", f"{plan_file.name}[{index}] {path}: " \
+            f"embedded {embedded!r}, OPA {opa!r}"
 
 
 def unit_test_paths(policy: Shipped) -> list[str]:
@@ -649,7 +691,6 @@ def test_shipped_rego_unit_tests_answer_as_opa(policy: Shipped) -> None:
 
 # ------------------------------------------------------------------ properties
 
-GPU_TYPES = ["p4d.24xlarge", "g5.xlarge", "p5.48xlarge", "m5.large", "g4dn.xlarge", "t3.micro"]
 labels = st.dictionaries(st.sampled_from(["team", "Team", "project", "cost_center", "cost-center",
                                           "owner", "app"]),
                          st.sampled_from(["", "ml", "Research", "a-b", "x_y", "1"]), max_size=5)
@@ -677,23 +718,14 @@ def admission_objects(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> dict[str, Any]:
-    changes = []
-    for index in range(draw(st.integers(0, 3))):
-        after: dict[str, Any] = {"instance_type": draw(st.sampled_from(GPU_TYPES)),
-                                 "tags": draw(st.sampled_from([{}, {"env": "prod"},
-                                                               {"env": "dev"}, None]))}
-        if draw(st.booleans()):
-            after["instance_market_options"] = [{"market_type": "spot"}]
-        changes.append({
-            "address": f"aws_instance.i{index}", "mode": "managed", "type": "aws_instance",
-            "name": f"i{index}",
-            "change": {"actions": draw(st.sampled_from([["create"], ["update"], ["delete"],
-                                                        ["no-op"]])),
-                       "after": after,
-                       "after_unknown": draw(st.sampled_from([{}, {"instance_type": True}]))},
-        })
-    return {"format_version": "1.2", "resource_changes": changes}
+def spot_inputs(draw: st.DrawFn) -> dict[str, Any]:
+    """Normalized resources as the spot twin reads them, in every combination of its facts."""
+    gpu = draw(st.sampled_from([None, {"count": 8.0, "mig_count": 0},
+                                {"count": None, "mig_count": 7}, {"count": 0.0, "mig_count": 0}]))
+    return {"id": f"aws_instance.{draw(st.sampled_from(['a', 'b[0]', 'c']))}", "gpu": gpu,
+            "capacity": draw(st.sampled_from(["on-demand", "spot", "reserved", "unknown"])),
+            "production": draw(st.sampled_from([True, False, None])),
+            "unknown": sorted(draw(st.sets(st.sampled_from(["gpu", "capacity", "tags"]))))}
 
 
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
@@ -719,10 +751,11 @@ def test_required_labels_answers_as_opa_on_generated_workloads(request: dict[str
 
 
 @FUZZ
-@given(plan=plans())
-def test_spot_twin_answers_as_opa_on_generated_plans(plan: dict[str, Any]) -> None:
-    for path, result, embedded, opa in compare_policy(SPOT, plan):
-        assert result == "same", f"{path}: embedded {embedded!r}, OPA {opa!r}"
+@given(inputs=st.lists(spot_inputs(), min_size=1, max_size=4))
+def test_spot_twin_answers_as_opa_on_generated_resources(inputs: list[dict[str, Any]]) -> None:
+    for index, path, embedded, opa in compare_batch(SPOT, inputs):
+        assert outcome(embedded, opa) == "same", f"[{index}] {path}: embedded {embedded!r}, " \
+            f"OPA {opa!r}"
 
 
 # ------------------------------------------------------------------ the table in docs/rego.md

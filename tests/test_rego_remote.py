@@ -84,7 +84,8 @@ def test_modules_are_uploaded_exactly_as_written_with_their_data(
     tmp_path: Path, opa: tuple[str, OpaStub]
 ) -> None:
     url, stub = opa
-    wrapper = remote_copy(tmp_path, REGO_PACK / "gpu_spot_required.yaml", url)
+    wrapper = remote_copy(tmp_path, REGO_PACK / "gpu_spot_required.yaml", url,
+                          data=["builtin:catalog"])
     engine = Engine(load_policies([str(wrapper)]))
     plan_path = REPO / "tests" / "fixtures" / "plans" / "aws-gpu-plan.json"
     plan = read_plan(str(plan_path))

@@ -87,9 +87,11 @@ class Evaluation:
 class ProgramEvaluator(Protocol):
     """Evaluates the policies of one program type (registered by the program's package)."""
 
-    def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
-                         door: Door, show_passed: bool) -> ProgramOutcome:
-        """One resource the loop selected (category, door, exemptions already applied)."""
+    def resources_outcome(self, policy: CompiledPolicy, selected: Sequence[tuple[Resource, Door]],
+                          ctx: EvalContext, show_passed: bool) -> ProgramOutcome:
+        """The resources the loop selected for the policy (category, door, exemptions already
+        applied), each with its door, in the loop's order: all at once, so that the evaluator
+        can judge them in a few batches instead of one call per resource."""
         ...
 
     def documents_outcome(self, policy: CompiledPolicy, documents: Sequence[object],
@@ -183,6 +185,7 @@ class Engine:
         run = _Run(self, ctx, door, show_passed, cost_changes, keep_ids=reads_documents)
         for resource in resources:
             run.add(resource)
+        run.add_programs()
         if reads_documents:
             run.add_documents(documents)
         run.add_groups()
@@ -252,6 +255,8 @@ class _Run:
         self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
             if engine._aggregate_policies else None
         self.by_id: dict[str, Resource] | None = {} if keep_ids else None
+        # What the loop selected for each program policy, judged together after the loop.
+        self.program_batches: dict[int, tuple[CompiledPolicy, list[tuple[Resource, Door]]]] = {}
         self.spend: dict[tuple[str, str], float] = {}
         self.price_dates: set[str] = set()
 
@@ -303,9 +308,13 @@ class _Run:
         return finding.resource
 
     def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
-        outcome = _evaluator_of(policy).resource_outcome(policy, resource, self.ctx, door,
-                                                         self.show_passed)
-        self._add_outcome(outcome)
+        self.program_batches.setdefault(id(policy), (policy, []))[1].append((resource, door))
+
+    def add_programs(self) -> None:
+        """Program policies over the resources the loop selected for them (`_add_program`)."""
+        for policy, selected in self.program_batches.values():
+            self._add_outcome(_evaluator_of(policy).resources_outcome(
+                policy, selected, self.ctx, self.show_passed))
 
     def _add_outcome(self, outcome: ProgramOutcome) -> None:
         self.judged.extend(outcome.judged)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -79,6 +79,14 @@ class RegoEvaluator(Protocol):
                  door: Door = "plan") -> dict[str, Any]:
         """Each of `paths` (`data.pkg.rule`) that is defined for `input_doc`, with its value
         (`door` lets an evaluator pick its client: the webhook's is asynchronous)."""
+        ...
+
+    def evaluate_many(self, paths: Sequence[str], inputs: Iterable[Any],
+                      door: Door = "plan") -> list[dict[str, Any] | InputError]:
+        """`evaluate` for each of `inputs`, in order, in as few calls as the evaluator can:
+        per input its values or the error it raised (`RegoAborted`, `RegoError`, and
+        `RegoUnavailable` at admission); at the other doors an error that stops the run may be
+        raised instead."""
         ...
 
 

@@ -1,8 +1,10 @@
 """Rego messages → findings, with the same shape, enforcement, exemptions and costs as YAML ones.
 
 - **Per resource** (`input: resource | admission`): the engine's loop has already applied the
-  categories and exemptions; a scope condition, when the policy has one, is tested first. No
-  message is a pass.
+  categories and exemptions and hands over every resource it selected at once; a scope
+  condition, when the policy has one, is tested first, and the rest are evaluated together
+  (`RegoProgram.messages_many`: a few batches, not one evaluator call per resource). No message
+  is a pass.
 - **Per plan** (`input: plan`): one evaluation per plan document (`PlanDocument`), without its
   secrets (`engine.rego.inputs.redacted_plan`). A message's `resource` names
   a resource address; the finding is about the normalized resource with that id (its tags for
@@ -28,10 +30,12 @@ from typing import Any
 
 from engine.core.conditions import EvalContext
 from engine.core.costs import Estimate, estimate
+from engine.core.errors import InputError
 from engine.core.evaluate import Judged, ProgramOutcome
 from engine.core.labels import is_exempt
 from engine.core.model import Door, Enforcement, Finding, Resource, ResourceRef
 from engine.core.policy import CompiledPolicy
+from engine.core.tristate import Tri
 from engine.rego.common import RegoAborted, RegoError, RegoUnavailable
 from engine.rego.inputs import PlanDocument
 from engine.rego.policy import RegoMessage, RegoProgram
@@ -48,9 +52,10 @@ def program_of(policy: CompiledPolicy) -> RegoProgram:
 class RegoFindings:
     """The engine's evaluator of Rego policies (`engine.core.evaluate.ProgramEvaluator`)."""
 
-    def resource_outcome(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext,
-                         door: Door, show_passed: bool) -> ProgramOutcome:
-        return resource_outcome(policy, resource, ctx, door, show_passed)
+    def resources_outcome(self, policy: CompiledPolicy,
+                          selected: Sequence[tuple[Resource, Door]], ctx: EvalContext,
+                          show_passed: bool) -> ProgramOutcome:
+        return resources_outcome(policy, selected, ctx, show_passed)
 
     def documents_outcome(self, policy: CompiledPolicy, documents: Sequence[object],
                           resources: Mapping[str, Resource], ctx: EvalContext
@@ -61,36 +66,62 @@ class RegoFindings:
 # ---------------------------------------------------------------------------- per resource
 
 
-def resource_outcome(policy: CompiledPolicy, resource: Resource, ctx: EvalContext, door: Door,
-                     show_passed: bool) -> ProgramOutcome:
+def resources_outcome(policy: CompiledPolicy, selected: Sequence[tuple[Resource, Door]],
+                      ctx: EvalContext, show_passed: bool) -> ProgramOutcome:
+    """The resources the engine's loop selected, evaluated together, door by door."""
     program = program_of(policy)
-    if not program.applies(door, resource):
-        return ProgramOutcome()
-    scope = True if policy.scope is None else policy.scope.test(resource, ctx)
-    if scope is False:
-        return ProgramOutcome()
-    messages = _resource_messages(program, policy, resource, door)
+    outcome = ProgramOutcome()
+    for door, judged in _in_scope(policy, program, selected, ctx).items():
+        inputs = (program.input_for(resource, policy.spec.parameters) for resource, _ in judged)
+        answers = program.messages_many(inputs, door)
+        for (resource, scope), answer in zip(judged, answers, strict=True):
+            messages = _messages_or_failure(program, answer, door)
+            _add_resource_outcome(outcome, policy, resource, scope, messages, door, ctx,
+                                  show_passed)
+    return outcome
+
+
+def _in_scope(policy: CompiledPolicy, program: RegoProgram,
+              selected: Sequence[tuple[Resource, Door]],
+              ctx: EvalContext) -> dict[Door, list[tuple[Resource, Tri]]]:
+    """Per door, the resources with an input there and not outside the policy's scope, with
+    the scope's answer (None: undecided)."""
+    by_door: dict[Door, list[tuple[Resource, Tri]]] = {}
+    for resource, door in selected:
+        if not program.applies(door, resource):
+            continue
+        scope = True if policy.scope is None else policy.scope.test(resource, ctx)
+        if scope is not False:
+            by_door.setdefault(door, []).append((resource, scope))
+    return by_door
+
+
+def _add_resource_outcome(outcome: ProgramOutcome, policy: CompiledPolicy, resource: Resource,
+                          scope: Tri, messages: list[RegoMessage], door: Door, ctx: EvalContext,
+                          show_passed: bool) -> None:
     if scope is None:  # the scope is undecided: a violation is only as sure as the scope
         messages = [RegoMessage("unknown", m.msg, m.severity, m.resource, m.details)
                     if m.rule != "warn" else m for m in messages]
     if not messages:
-        passes = [Judged(pass_finding(policy, resource, door), resource, door)] \
-            if show_passed else []
-        return ProgramOutcome(passes, passed=1)
-    return ProgramOutcome(build_findings(policy, resource, ResourceRef.of(resource), messages,
+        outcome.passed += 1
+        if show_passed:
+            outcome.judged.append(Judged(pass_finding(policy, resource, door), resource, door))
+        return
+    outcome.judged.extend(build_findings(policy, resource, ResourceRef.of(resource), messages,
                                          door, ctx))
 
 
-def _resource_messages(program: RegoProgram, policy: CompiledPolicy, resource: Resource,
-                       door: Door) -> list[RegoMessage]:
-    try:
-        return program.messages(program.input_for(resource, policy.spec.parameters), door)
-    except (RegoUnavailable, RegoError) as exc:
-        if door == "admission":
-            return [failure_message(program, exc)]
-        if isinstance(exc, RegoAborted):
-            return [aborted_message(program, exc)]
-        raise
+def _messages_or_failure(program: RegoProgram, answer: list[RegoMessage] | InputError,
+                         door: Door) -> list[RegoMessage]:
+    """A resource's messages; for an error, at admission the failure policy's message, at the
+    other doors an `unknown` message when a limit stopped it, else the error stops the run."""
+    if not isinstance(answer, InputError):
+        return answer
+    if door == "admission" and isinstance(answer, RegoUnavailable | RegoError):
+        return [failure_message(program, answer)]
+    if isinstance(answer, RegoAborted):
+        return [aborted_message(program, answer)]
+    raise answer
 
 
 def aborted_message(program: RegoProgram, exc: RegoAborted) -> RegoMessage:

@@ -8,7 +8,9 @@
   `"(sensitive)"`. A mark whose shape does not fit its value (`true` for a whole object, a list
   where the value is an object) counts as sensitive.
 - `input: resource` (every door): one normalized resource (`Resource` as JSON) with `raw`, the
-  native object.
+  native object, and `production` (gpuwarden's verdict on its tags: true, false, or null while
+  they are known only after apply); only the top-level keys the modules name when every
+  reference names one (`engine.rego.policy.input_keys`).
 - `input: admission` (admission; at runtime for Kubernetes workloads, an audit as Gatekeeper's
   does): an AdmissionReview `{apiVersion, kind, request, review, parameters}`.
 
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from engine.core.labels import is_production
 from engine.core.model import Resource
 
 InputKind = Literal["resource", "plan", "admission"]
@@ -49,9 +52,16 @@ def admission_request(request: Mapping[str, Any]) -> Iterator[None]:
         _CURRENT_REQUEST.reset(token)
 
 
-def resource_input(resource: Resource) -> dict[str, Any]:
-    document = resource.model_dump(mode="json")
-    document["unknown"] = sorted(resource.unknown)
+def resource_input(resource: Resource, keys: frozenset[str] | None = None) -> dict[str, Any]:
+    """The resource as JSON and `production`, gpuwarden's verdict on its tags (true, false, or
+    null while they are known only after apply: `engine.core.labels.is_production`, the one
+    definition YAML policies and enforcement use). With `keys`, only those top-level keys (the
+    ones the policy's modules name: the native object under `raw` costs most to hand over)."""
+    document = resource.model_dump(mode="json", include=set(keys) if keys is not None else None)
+    if "unknown" in document:
+        document["unknown"] = sorted(resource.unknown)
+    if keys is None or "production" in keys:
+        document["production"] = is_production(resource)
     return document
 
 

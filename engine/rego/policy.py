@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -201,7 +201,7 @@ class RegoProgram:
     def input_for(self, resource: Resource, parameters: Mapping[str, Any]) -> dict[str, Any]:
         if self.spec.input == "admission":
             return admission_input(self._judged(resource) or resource, parameters)
-        return resource_input(resource)
+        return resource_input(resource, self.input_keys)
 
     def plan_input(self, plan: Mapping[str, Any]) -> Mapping[str, Any]:
         """The plan, without the top-level keys no module can read (a 5,000-change plan's
@@ -229,6 +229,34 @@ class RegoProgram:
             if path in values:
                 found.extend(to_messages(rule, values[path], self))
         return found
+
+    def messages_many(self, inputs: Iterable[Any],
+                      door: Door) -> list[list[RegoMessage] | InputError]:
+        """`messages` for each of `inputs`, in order: per input its messages or the error it
+        gave. At admission one evaluation per input (`messages`), elsewhere in as few evaluator
+        calls as it can (`RegoEvaluator.evaluate_many`: batches)."""
+        if door == "admission":
+            return [_messages_or_error(self.messages, input_doc, door) for input_doc in inputs]
+        found: list[list[RegoMessage] | InputError] = []
+        for values in self.evaluator.evaluate_many(self.paths, inputs, door):
+            if isinstance(values, InputError):
+                found.append(values)
+                continue
+            try:
+                found.append([message for rule, path in zip(self.rules, self.paths, strict=True)
+                              if path in values
+                              for message in to_messages(rule, values[path], self)])
+            except RegoError as exc:
+                found.append(exc)
+        return found
+
+
+def _messages_or_error(messages: Callable[[Any, Door], list[RegoMessage]], input_doc: Any,
+                       door: Door) -> list[RegoMessage] | InputError:
+    try:
+        return messages(input_doc, door)
+    except InputError as exc:  # RegoError, RegoAborted, RegoUnavailable
+        return exc
 
 
 def to_messages(rule: str, value: Any, program: RegoProgram) -> list[RegoMessage]:
@@ -329,7 +357,7 @@ def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | 
     paths = [query_path(package, rule) for rule in rules]
     evaluator = _evaluator(spec, modules, data, paths, policy_id=policy_id, file=file, line=line,
                            environ=environ or {})
-    keys = input_keys(modules) if spec.input == "plan" else None
+    keys = input_keys(modules) if spec.input in ("plan", "resource") else None
     return RegoProgram(spec, policy_id, file, modules, data, package, rules, evaluator, keys)
 
 

@@ -27,7 +27,7 @@ import contextlib
 import importlib
 import re
 import threading
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -137,6 +137,21 @@ class RemoteEvaluator:
             self._upload_sync()
             return {path: value for path in paths
                     if (value := self._query_sync(path, input_doc)) is not UNDEFINED}
+
+    def evaluate_many(self, paths: Sequence[str], inputs: Iterable[Any],
+                      door: Door = "plan") -> list[dict[str, Any] | InputError]:
+        """Per input, in order, its values or (at admission) the error it raised: OPA's Data
+        API takes one input per request. At the other doors the first error stops, as there a
+        server that does not answer stops the run."""
+        if door != "admission":
+            return [self.evaluate(paths, input_doc, door) for input_doc in inputs]
+        results: list[dict[str, Any] | InputError] = []
+        for input_doc in inputs:
+            try:
+                results.append(self.evaluate(paths, input_doc, door))
+            except (RegoError, RegoUnavailable) as exc:
+                results.append(exc)
+        return results
 
     async def evaluate_async(self, paths: Sequence[str], input_doc: Any) -> dict[str, Any]:
         await self._upload_async()

@@ -4,69 +4,67 @@ package gpuwarden.spot_test
 import data.gpuwarden.spot
 import rego.v1
 
-instance(address, after, unknown) := {
-	"address": address,
-	"mode": "managed",
-	"type": "aws_instance",
-	"name": "x",
-	"change": {"actions": ["create"], "after": after, "after_unknown": unknown, "after_sensitive": {}},
+# A normalized resource as gpuwarden hands it over (the keys the policy reads).
+resource(changes) := object.union({
+	"id": "aws_instance.a",
+	"gpu": {"model": "NVIDIA A10G", "count": 1, "mig_count": 0},
+	"capacity": "on-demand",
+	"production": false,
+	"unknown": [],
+}, changes)
+
+denied(changes) if {
+	count(spot.deny) > 0 with input as resource(changes)
 }
 
-plan(changes) := {"resource_changes": changes}
-
-denied(changes) := found if {
-	found := {m.resource | some m in spot.deny} with input as plan(changes)
-}
-
-undecided(changes) := found if {
-	found := {m.resource | some m in spot.unknown} with input as plan(changes)
+undecided(changes) if {
+	count(spot.unknown) > 0 with input as resource(changes)
 }
 
 test_on_demand_gpu_instance_is_denied if {
-	denied([instance("aws_instance.a", {"instance_type": "g5.xlarge", "tags_all": {}}, {})]) == {"aws_instance.a"}
+	denied({})
+	not undecided({})
 }
 
 test_spot_gpu_instance_passes if {
-	changes := [instance("aws_instance.a", {"instance_type": "g5.xlarge", "tags_all": {}, "instance_market_options": [{"market_type": "spot"}]}, {})]
-	denied(changes) == set()
-	undecided(changes) == set()
+	not denied({"capacity": "spot"})
+	not undecided({"capacity": "spot"})
+}
+
+test_reserved_capacity_passes if {
+	not denied({"capacity": "reserved"})
+	not undecided({"capacity": "reserved"})
 }
 
 test_production_gpu_instance_is_out_of_scope if {
-	denied([instance("aws_instance.a", {"instance_type": "g5.xlarge", "tags_all": {"ENV": "Prod"}}, {})]) == set()
+	not denied({"production": true})
+	not undecided({"production": true, "capacity": "unknown"})
 }
 
 test_cpu_instance_is_out_of_scope if {
-	denied([instance("aws_instance.a", {"instance_type": "t3.micro", "tags_all": {}}, {})]) == set()
+	not denied({"gpu": null})
+	not undecided({"gpu": null, "unknown": ["capacity"]})
 }
 
-test_type_known_after_apply_is_undecided if {
-	changes := [instance("aws_instance.a", {"tags_all": {}}, {"instance_type": true})]
-	denied(changes) == set()
-	undecided(changes) == {"aws_instance.a"}
+test_mig_slices_count_as_gpus if {
+	denied({"gpu": {"count": null, "mig_profile": "1g.10gb", "mig_count": 7}})
 }
 
-test_deleted_instance_is_ignored if {
-	gone := json.patch(instance("aws_instance.a", {"instance_type": "g5.xlarge"}, {}), [
-		{"op": "replace", "path": "/change/actions", "value": ["delete"]},
-		{"op": "replace", "path": "/change/after", "value": null},
-	])
-	denied([gone]) == set()
+test_gpus_known_after_apply_are_undecided if {
+	changes := {"gpu": null, "unknown": ["gpu"]}
+	not denied(changes)
+	undecided(changes)
+}
+
+test_tags_known_after_apply_are_undecided if {
+	changes := {"production": null, "unknown": ["tags"]}
+	not denied(changes)
+	undecided(changes)
+	some m in spot.unknown with input as resource(changes)
+	contains(m, "its tags")
 }
 
 test_messages_name_the_resource if {
-	some m in spot.deny with input as plan([instance("aws_instance.a", {"instance_type": "g5.xlarge", "tags_all": {}}, {})])
-	contains(m.msg, "aws_instance.a")
-}
-
-test_instance_in_a_capacity_reservation_passes if {
-	changes := [instance("aws_instance.a", {"instance_type": "p5.48xlarge", "tags_all": {}, "capacity_reservation_specification": [{"capacity_reservation_preference": "", "capacity_reservation_target": [{"capacity_reservation_id": "cr-1"}]}]}, {})]
-	denied(changes) == set()
-	undecided(changes) == set()
-}
-
-test_capacity_block_passes_and_open_preference_alone_does_not if {
-	block := instance("aws_instance.a", {"instance_type": "p5.48xlarge", "tags_all": {}, "instance_market_options": [{"market_type": "capacity-block"}]}, {})
-	open := instance("aws_instance.b", {"instance_type": "p5.48xlarge", "tags_all": {}, "capacity_reservation_specification": [{"capacity_reservation_preference": "open", "capacity_reservation_target": []}]}, {})
-	denied([block, open]) == {"aws_instance.b"}
+	some m in spot.deny with input as resource({})
+	contains(m, "aws_instance.a")
 }
