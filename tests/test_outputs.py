@@ -193,7 +193,7 @@ def test_unknown_format_is_a_one_line_input_error() -> None:
 def test_registry_imports_no_renderer_dependency_until_used() -> None:
     probe = (
         "import sys, engine.outputs.registry as r\n"
-        "print(sorted(m for m in ('rich', 'jinja2') if m in sys.modules))\n"
+        "print(sorted(m for m in ('rich', 'jinja2', 'altair', 'vl_convert') if m in sys.modules))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True

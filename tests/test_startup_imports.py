@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY_MODULES = ("boto3", "botocore", "google.cloud", "azure", "kubernetes", "pynvml")
+HEAVY_MODULES = ("boto3", "botocore", "google.cloud", "azure", "kubernetes", "pynvml",
+                 "altair", "vl_convert")  # the HTML report's charts too
 
 GPU_INSTANCE_CHANGE: dict[str, Any] = {
     "address": "aws_instance.trainer",
