@@ -308,3 +308,21 @@ def test_nodes_and_namespaces_still_list(api_server: ApiServer, tmp_path: Path) 
     cache.refresh()
     assert cache.namespace_labels("prod-ml") == {"env": "prod"}
     assert cache.snapshot is not None and len(cache.snapshot.nodes) == len(NODES) - 1
+
+
+def test_hostile_objects_are_skipped_or_filed_safely() -> None:
+    from engine.webhook.caches import StaticLister
+
+    services = Gvk("", "v1", "Service")
+    items: list[Any] = [
+        "not an object", {"metadata": None}, {"metadata": {"name": 7}}, {"spec": {}},
+        {"metadata": {"name": "odd-ns", "namespace": {"not": "a string"}}},
+        {"metadata": {"name": "ok", "namespace": "ml", "managedFields": [{"x": 1}]}},
+    ]
+    inventory = read_inventory(StaticLister(objects={services: (True, items)}), [services],
+                               dra_claims=False)
+    document = inventory.document([services])
+    assert sorted(document["namespace"]) == ["default", "ml"]
+    assert list(document["namespace"]["ml"]["v1"]["Service"]) == ["ok"]
+    assert orjson.dumps(document)  # a JSON document, whatever the objects held
+    assert inventory.objects == 2 and inventory.gap([services]) is None

@@ -30,8 +30,10 @@ import orjson
 from engine.sources.kubernetes import ClaimIndex, claim_index
 
 log = logging.getLogger("gpuwarden.webhook")
-MAX_OBJECTS = 20_000
-MAX_BYTES = 32 * 2**20
+# Each evaluation worker holds the JSON of its policies' kinds (regorus: about 3x its size), and
+# the Terraform module's container is limited to 256 MiB.
+MAX_OBJECTS = 10_000
+MAX_BYTES = 8 * 2**20
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")  # the first one served is listed
 DRA_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
@@ -86,7 +88,9 @@ class Inventory:
             listed = self.kinds.get(gvk)
             for item in listed.items if listed is not None else ():
                 metadata = item["metadata"]
-                root = namespaced.setdefault(metadata.get("namespace") or "default", {}) \
+                namespace = metadata.get("namespace")
+                root = namespaced.setdefault(namespace if isinstance(namespace, str) and namespace
+                                             else "default", {}) \
                     if listed.namespaced else cluster  # type: ignore[union-attr]
                 kinds = root.setdefault(gvk.api_version, {}).setdefault(gvk.kind, {})
                 kinds[metadata["name"]] = item
