@@ -39,6 +39,7 @@ from engine.sources.gcp import machine_types
 from engine.sources.registry import ScanOptions
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot
 from remediations.gcp_actions import VIOLATION_LABEL, apply_gcp_remediations
+from remediations.planning import RESUME_SCHEDULE_LABEL, STOPPED_BY_LABEL
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gcp"
@@ -319,6 +320,9 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
             if self.command == "POST" and verb == ["stop"]:
                 found.status = "STOPPING"
                 return self._send(200, self._operation("stop", found))
+            if self.command == "POST" and verb == ["start"]:
+                found.status = "STAGING"
+                return self._send(200, self._operation("start", found))
             if self.command == "POST" and verb == ["setLabels"]:
                 body = api.requests[-1].body or {}
                 if body.get("labelFingerprint") != found.label_fingerprint:
@@ -703,7 +707,7 @@ def test_enforce_stops_off_hours_instances_and_audits(
 ) -> None:
     audit = tmp_path / "audit.jsonl"
     report = enforce(capsys, monkeypatch, audit)
-    stops = sorted(r.path for r in fake_gcp.mutations())
+    stops = sorted(r.path for r in fake_gcp.mutations() if r.path.endswith("/stop"))
     assert stops == ["/compute/v1/projects/ml-dev/zones/europe-west4-b/instances/l4-preemptible/"
                      "stop", "/compute/v1/projects/ml-dev/zones/us-central1-a/instances/"
                      "trainer-t4/stop"]
@@ -720,8 +724,13 @@ def test_enforce_stops_off_hours_instances_and_audits(
     after = [e for e in lines if e["resource"].endswith("/trainer-t4")][1]
     assert after["before"] == {"status": "RUNNING"}
     assert after["after"]["operation_status"] == "RUNNING"
-    assert after["request"] == {"instances.stop": {"project": "ml-dev", "zone": "us-central1-a",
-                                                   "instance": "trainer-t4"}}
+    where = {"project": "ml-dev", "zone": "us-central1-a", "instance": "trainer-t4"}
+    assert after["request"] == {"instances.stop": where, "instances.setLabels": {
+        **where, "labels": {STOPPED_BY_LABEL: "gpu-off-hours-shutdown_20261201t030000z",
+                            RESUME_SCHEDULE_LABEL: "offu3du28m-fu2c19u29u3bonu3du28m-fu2c7u29u3b"
+                                                   "tzu3dutc"}}}
+    assert fake_gcp.find("ml-dev", "us-central1-a", "trainer-t4").labels[  # type: ignore[union-attr]
+        STOPPED_BY_LABEL] == "gpu-off-hours-shutdown_20261201t030000z"
     assert (after["provider"], after["account"], after["region"], after["kind"]) == (
         "gcp", "ml-dev", "us-central1", "google_compute_instance")
     assert after["policy"] == "gpu-off-hours-shutdown" and after["action"] == "stop"
@@ -735,7 +744,7 @@ def test_enforce_respects_the_blast_radius(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl", "--max-actions", "1")
-    assert len(fake_gcp.mutations()) == 1
+    assert len([r for r in fake_gcp.mutations() if r.path.endswith("/stop")]) == 1
     statuses = sorted(f["remediation"]["status"]
                       for f in by_policy(report, "gpu-off-hours-shutdown").values())
     assert statuses == ["applied", "skipped"]
@@ -751,7 +760,7 @@ def test_enforce_is_idempotent(
     enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
     first = len(fake_gcp.mutations())
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
-    assert len(fake_gcp.mutations()) == first == 2  # nothing left to do
+    assert len(fake_gcp.mutations()) == first == 4  # nothing left to do (2 × mark and stop)
     assert by_policy(report, "gpu-off-hours-shutdown") == {}  # now stopping: not running
 
 
@@ -769,7 +778,7 @@ def test_a_stale_listing_skips_an_instance_already_stopped(
     trainer = by_policy(done.to_json_dict(), "gpu-off-hours-shutdown")["trainer-t4"]
     assert trainer["remediation"]["status"] == "skipped"
     assert "already stopped (status TERMINATED)" in trainer["remediation"]["detail"]
-    assert [r.path.rsplit("/", 2)[-2] for r in fake_gcp.mutations()] == ["l4-preemptible"]
+    assert {r.path.rsplit("/", 2)[-2] for r in fake_gcp.mutations()} == {"l4-preemptible"}
     [check] = [e for e in audit_lines(audit) if e["resource"].endswith("/trainer-t4")]
     assert (check["phase"], check["result"], check["before"]) == (
         "check", "skipped", {"status": "TERMINATED"})
@@ -794,7 +803,7 @@ def test_a_failed_stop_is_recorded_and_the_run_goes_on(
     l4 = "projects/ml-dev/zones/europe-west4-b/instances/l4-preemptible"
     assert results == {
         "l4-preemptible": ("failed", f"stop {l4} failed: permission denied (HTTP 403): Required "
-                                     f"'compute.instances.stop' permission for '{l4}'"),
+                                     f"'compute.instances.setLabels' permission for '{l4}'"),
         "trainer-t4": ("skipped", "projects/ml-dev/zones/us-central1-a/instances/trainer-t4 no "
                                   "longer exists"),
     }
