@@ -235,6 +235,14 @@ def test_a_host_an_existing_ingress_has_is_denied(
     assert post(client, "validate", _ingress_review("example_disallowed.yaml"))["allowed"] is True
 
 
+def test_the_metrics_count_inventory_objects_and_dra_claims(
+        ingress_webhook: tuple[Any, ClusterCache]) -> None:
+    client, _ = ingress_webhook
+    text = client.get("/metrics").text
+    assert 'gpuwarden_cluster_cache_objects{kind="inventory"} 1.0' in text
+    assert 'gpuwarden_cluster_cache_objects{kind="dra_claim"} 1.0' in text
+
+
 def test_an_inventory_past_its_bounds_gives_no_verdict(
         ingress_webhook: tuple[Any, ClusterCache]) -> None:
     client, caches = ingress_webhook
@@ -245,6 +253,23 @@ def test_an_inventory_past_its_bounds_gives_no_verdict(
     assert answer["allowed"] is True
     assert answer["auditAnnotations"] == {"unique-ingress-host": "unknown"}
     assert "data.inventory is incomplete" in " ".join(answer.get("warnings", []))
+
+
+def test_without_a_cluster_an_inventory_policy_gives_no_verdict(tmp_path: Path) -> None:
+    out = tmp_path / "policies"
+    base = REPO / "tests/data/gatekeeper/uniqueingresshost"
+    done = _cli("policies", "import-gatekeeper", str(base / "template.yaml"),
+                str(INGRESS_SAMPLES / "constraint.yaml"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    running = start_server(create_app(Engine(load_policies([str(out)])),
+                                      caches=ClusterCache(None)), None)
+    try:
+        with running.client() as client:
+            answer = post(client, "validate", _ingress_review("example_disallowed.yaml"))
+    finally:
+        running.stop()
+    assert answer["allowed"] is True
+    assert answer["auditAnnotations"] == {"unique-ingress-host": "unknown"}
 
 
 # ---------------------------------------------------------------------------- DRA claims
