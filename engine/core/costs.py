@@ -166,7 +166,9 @@ def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
         discount, why = spot_discount(resource, catalog)
         hourly *= 1.0 - discount
         basis += f" at the spot rate {_usd(hourly)}/h ({why})"
-    count = f" × {resource.count}" if resource.count != 1 else ""
+    count = f" × {resource.count}" if resource.count != 1 or resource.count_basis else ""
+    if resource.count_basis:
+        count += f" ({resource.count_basis})"
     return Spend(hourly * resource.count * HOURS_PER_MONTH, f"{basis}{count} × 730 h")
 
 

@@ -204,6 +204,7 @@ class Resource(BaseModel):
     namespace_labels: dict[str, str] = Field(default_factory=dict)
     instance_type: str | None = None
     count: int = 1  # instances / replicas / desired size this resource stands for
+    count_basis: str | None = None  # why `count` is not the configured size ("min size: ...")
     gpu: GpuSpec | None = None
     capacity: Capacity = Capacity.UNKNOWN
     encrypted: bool | None = None

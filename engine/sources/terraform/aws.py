@@ -345,6 +345,15 @@ def _block_count(
     return max(count, top) if top is not None else count
 
 
+def _count_basis(attrs: Attrs, desired: AttrPath, minimum: AttrPath) -> str | None:
+    """Why a group's count is its minimum: no desired size is set (AWS starts it at min)."""
+    configured_later = attrs.hidden(*desired) and not attrs.left_to_provider(*desired)
+    if attrs.number(*desired) is None and attrs.number(*minimum) is not None \
+            and not configured_later:
+        return "min size: no desired size is set"
+    return None
+
+
 @normalizer("aws_autoscaling_group")
 def _aws_autoscaling_group(change: PlannedChange) -> list[Resource]:
     attrs, unknown = change.attrs, set[str]()
@@ -373,6 +382,7 @@ def _aws_autoscaling_group(change: PlannedChange) -> list[Resource]:
                 ("min_size",),
                 ("max_size",),
             ),
+            count_basis=_count_basis(attrs, ("desired_capacity",), ("min_size",)),
             region=aws_region(change),
         )
     ]
@@ -430,6 +440,8 @@ def _aws_eks_node_group(change: PlannedChange) -> list[Resource]:
                 ("scaling_config", 0, "min_size"),
                 ("scaling_config", 0, "max_size"),
             ),
+            count_basis=_count_basis(attrs, ("scaling_config", 0, "desired_size"),
+                                     ("scaling_config", 0, "min_size")),
             cluster=attrs.text("cluster_name"),
             region=aws_region(change),
         )
