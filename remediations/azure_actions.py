@@ -4,7 +4,12 @@
   its bill; only deallocation stops the charge). A VM already deallocated or deallocating is
   skipped, and so is one that no longer exists (idempotent). The request returns once Azure
   accepts it (no waiting on the long-running operation); the audit log records the power state
-  read back afterwards.
+  read back afterwards. First gpuwarden's stop mark is merged into the VM's tags (the way back,
+  before the change): `gpuwarden:stopped-by` = `<policy>@<evaluation instant>` and
+  `gpuwarden:resume-schedule` = the schedule it was stopped on.
+- `resume` (planned when the mark's schedule is on): `virtualMachines.start` of a VM that still
+  carries the mark and is deallocated (or stopped), then the mark's tags are deleted (Tags API,
+  operation Delete). A VM deallocated by anyone else carries no mark and is never started.
 - `mark-violation`: tag `gpuwarden:violation` = `<policy>@<yyyy-mm-dd>`, merged into the
   resource's tags through the Tags API (`Microsoft.Resources/tags`, operation Merge), so other
   tags are never rewritten and the Tag Contributor role is enough. Marks of several policies are
@@ -21,6 +26,7 @@ runner
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,7 @@ from engine.sources.azure import (
     plain,
     power_state,
 )
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG
 from remediations.runner import (
     Change,
     Check,
@@ -49,10 +56,12 @@ from remediations.runner import (
 
 STOP_ACTION = "stop"
 MARK_ACTION = "mark-violation"
+RESUME_ACTION = "resume"
 VIOLATION_TAG = "gpuwarden:violation"
 VM_KINDS = frozenset({LINUX_VM_KIND, WINDOWS_VM_KIND})
 MARKABLE_KINDS = VM_KINDS | {DISK_KIND}
 ALREADY_DEALLOCATED = frozenset({"deallocated", "deallocating"})
+RESUMABLE = frozenset({"deallocated", "stopped"})
 
 
 class ActionError(Exception):
@@ -71,8 +80,9 @@ def apply_azure_remediations(
     deadline: Deadline | None = None,
 ) -> Report:
     """The report with each planned Azure action applied (or skipped/failed), mode enforce."""
-    actions = AzureActions(clients, clock)
-    checks: dict[str, Check] = {STOP_ACTION: actions.stop, MARK_ACTION: actions.mark}
+    actions = AzureActions(clients, clock, marked_at=report.generated_at)
+    checks: dict[str, Check] = {STOP_ACTION: actions.stop, MARK_ACTION: actions.mark,
+                                RESUME_ACTION: actions.resume}
     return run_enforcement(report, resources, provider="azure", checks=checks,
                            max_actions=max_actions, audit_log=audit_log, actor=actor,
                            clock=clock, deadline=deadline)
@@ -90,12 +100,19 @@ def _call(call: Callable[[], Any]) -> Any:
         raise ActionError(describe_error(exc)[0]) from exc
 
 
+def _vm_params(ref: ArmId) -> dict[str, str]:
+    return {"subscription": ref.subscription, "resourceGroup": ref.resource_group,
+            "vmName": ref.name}
+
+
 class AzureActions:
     """The checks for each action; each reads fresh state and returns what to do."""
 
-    def __init__(self, clients: AzureClients, clock: Clock) -> None:
+    def __init__(self, clients: AzureClients, clock: Clock, *,
+                 marked_at: datetime | None = None) -> None:
         self.clients = clients
         self.clock = clock
+        self.marked_at = marked_at  # the evaluation instant (`--now`), written in stop marks
 
     def _tags(self, ref: ArmId, resource_id: str) -> dict[str, str] | None:
         """The resource's tags now (Tags API); None when it no longer exists."""
@@ -133,21 +150,73 @@ class AzureActions:
         if power in ALREADY_DEALLOCATED:
             return NoChange(f"{resource.id} is already {power}", before)
         machines = self.clients.compute(ref.subscription).virtual_machines
+        marks = self._stop_marks(finding)
 
         def apply() -> dict[str, Any]:
+            self._update_tags(ref, resource.id, "Merge", marks)  # the way back, first
             if _call(lambda: machines.begin_deallocate(ref.resource_group, ref.name,
                                                        polling=False)) is None:
                 raise ActionError(f"{resource.id} no longer exists")
-            try:
-                return {"power_state": self._power(ref)[1]}
-            except ActionError:
-                return {"power_state": None}  # accepted; the read-back is only for the record
+            return self._power_after(ref)
 
-        request = {"virtualMachines.deallocate": {"subscription": ref.subscription,
-                                                  "resourceGroup": ref.resource_group,
-                                                  "vmName": ref.name}}
+        request = {"tags.updateAtScope": {"scope": resource.id, "operation": "Merge",
+                                          "properties": {"tags": marks}},
+                   "virtualMachines.deallocate": _vm_params(ref)}
         return Change(before, request, apply,
                       f"deallocated {resource.id} (was {power or 'in an unknown power state'})")
+
+    def resume(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        """Start a VM gpuwarden deallocated (its mark still on it), then delete the mark."""
+        ref = parse_arm_id(resource.id) if resource.kind in VM_KINDS else None
+        if ref is None:
+            return NoChange(f"no resume action for a {resource.kind}")
+        exists, power = self._power(ref)
+        tags = self._tags(ref, resource.id) if exists else None
+        if tags is None:
+            return NoChange(f"{resource.id} no longer exists")
+        before = {"power_state": power}
+        if STOPPED_BY_TAG not in tags:
+            return NoChange(f"{resource.id} carries no {STOPPED_BY_TAG} mark", before)
+        if power not in RESUMABLE:
+            return NoChange(f"{resource.id} is {power or 'in an unknown power state'}, not "
+                            "deallocated", before)
+        machines = self.clients.compute(ref.subscription).virtual_machines
+        marks = {key: tags[key] for key in (STOPPED_BY_TAG, RESUME_SCHEDULE_TAG) if key in tags}
+
+        def apply() -> dict[str, Any]:
+            if _call(lambda: machines.begin_start(ref.resource_group, ref.name,
+                                                  polling=False)) is None:
+                raise ActionError(f"{resource.id} no longer exists")
+            self._update_tags(ref, resource.id, "Delete", marks)
+            return self._power_after(ref)
+
+        request = {"virtualMachines.start": _vm_params(ref),
+                   "tags.updateAtScope": {"scope": resource.id, "operation": "Delete",
+                                          "properties": {"tags": marks}}}
+        return Change(before, request, apply,
+                      f"started {resource.id} (was {power}, deallocated by gpuwarden)")
+
+    def _stop_marks(self, finding: Finding) -> dict[str, str]:
+        at = self.marked_at or self.clock()
+        marks = {STOPPED_BY_TAG: f"{finding.policy}@{at.isoformat()}"}
+        schedule = finding.details.get("schedule")
+        if isinstance(schedule, str) and schedule:
+            marks[RESUME_SCHEDULE_TAG] = schedule[:256]
+        return marks
+
+    def _update_tags(self, ref: ArmId, resource_id: str, operation: str,
+                     tags: dict[str, str]) -> None:
+        tags_api = self.clients.resources(ref.subscription).tags
+        body = {"operation": operation, "properties": {"tags": tags}}
+        if _call(lambda: tags_api.begin_update_at_scope(resource_id, body,
+                                                        polling=False)) is None:
+            raise ActionError(f"{resource_id} no longer exists")
+
+    def _power_after(self, ref: ArmId) -> dict[str, Any]:
+        try:
+            return {"power_state": self._power(ref)[1]}
+        except ActionError:
+            return {"power_state": None}  # accepted; the read-back is only for the record
 
     # mark-violation --------------------------------------------------------------------------
 

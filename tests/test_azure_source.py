@@ -346,8 +346,8 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                     "AuthorizationFailed", "The client 'gpuwarden' does not have authorization "
                     "to perform action 'Microsoft.Compute/virtualMachines/deallocate/action' over "
                     f"scope '{resource_id}'."))
-            if self.command == "POST" and verb == ["deallocate"]:
-                set_power(vm, "deallocating")
+            if self.command == "POST" and verb in (["deallocate"], ["start"]):
+                set_power(vm, "deallocating" if verb == ["deallocate"] else "starting")
                 operation = f"{api.url}/subscriptions/x/providers/Microsoft.Compute/locations/" \
                             f"eastus/operations/op-{len(api.requests)}?api-version=2024-11-01"
                 return self._send(202, None, {"Azure-AsyncOperation": operation,
@@ -360,8 +360,13 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                 return self._send(404, _arm_error("ResourceNotFound", f"{scope} not found."))
             if self.command == "PATCH":
                 body = api.requests[-1].body or {}
-                assert body.get("operation") == "Merge", body
-                target.tags = {**(target.tags or {}), **body["properties"]["tags"]}
+                given = body["properties"]["tags"]
+                if body.get("operation") == "Delete":  # the given name-value pairs go
+                    target.tags = {key: value for key, value in (target.tags or {}).items()
+                                   if given.get(key, object()) != value}
+                else:
+                    assert body.get("operation") == "Merge", body
+                    target.tags = {**(target.tags or {}), **given}
             tags = rm.TagsResource(id=f"{scope}/providers/Microsoft.Resources/tags/default",
                                    name="default", type="Microsoft.Resources/tags",
                                    properties=rm.Tags(tags=dict(target.tags or {})))
@@ -726,10 +731,13 @@ def test_enforce_deallocates_off_hours_vms_and_audits(
 ) -> None:
     audit = tmp_path / "audit.jsonl"
     report = enforce(capsys, monkeypatch, audit)
-    posts = sorted(name_of(r.path.removesuffix("/deallocate")) for r in fake_arm.mutations())
+    posts = sorted(name_of(r.path.removesuffix("/deallocate")) for r in fake_arm.mutations()
+                   if r.method == "POST")
     assert posts == ["spot-t4", "train-a100", "win-v100"]
-    assert all(r.method == "POST" and r.path.endswith("/deallocate")
-               for r in fake_arm.mutations())
+    assert all(r.path.endswith("/deallocate") for r in fake_arm.mutations()
+               if r.method == "POST")
+    marked = [r for r in fake_arm.mutations() if r.method == "PATCH"]  # the stop marks, first
+    assert len(marked) == 3 and all(r.body["operation"] == "Merge" for r in marked)
     results = {name: f["remediation"]["status"]
                for name, f in by_policy(report, "gpu-off-hours-shutdown").items()}
     assert results == {"train-a100": "applied", "spot-t4": "applied", "win-v100": "applied",
@@ -742,8 +750,10 @@ def test_enforce_deallocates_off_hours_vms_and_audits(
     assert [(e["phase"], e["result"]) for e in lines] == [("before", None), ("after", "applied")]
     assert lines[1]["before"] == {"power_state": "running"}
     assert lines[1]["after"] == {"power_state": "deallocating"}
-    assert lines[1]["request"] == {"virtualMachines.deallocate": {
-        "subscription": DEV, "resourceGroup": "rg-ml", "vmName": "train-a100"}}
+    assert lines[1]["request"]["virtualMachines.deallocate"] == {
+        "subscription": DEV, "resourceGroup": "rg-ml", "vmName": "train-a100"}
+    assert lines[1]["request"]["tags.updateAtScope"]["properties"]["tags"][
+        "gpuwarden:stopped-by"] == f"gpu-off-hours-shutdown@{OFF_HOURS.isoformat()}"
     assert (lines[1]["provider"], lines[1]["account"], lines[1]["region"]) == (
         "azure", DEV, "eastus")
     pool_line = [e for e in audit_lines(audit) if e["resource"].endswith("/agentPools/gpu")]
@@ -758,7 +768,7 @@ def test_enforce_respects_the_blast_radius(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl", "--max-actions", "2")
-    assert len(fake_arm.mutations()) == 2
+    assert len([r for r in fake_arm.mutations() if r.method == "POST"]) == 2
     vms = {name: f["remediation"] for name, f in by_policy(report, "gpu-off-hours-shutdown").items()
            if name in ("train-a100", "spot-t4", "win-v100")}
     assert sorted(r["status"] for r in vms.values()) == ["applied", "applied", "skipped"]
@@ -773,7 +783,7 @@ def test_enforce_is_idempotent(
     enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
     first = len(fake_arm.mutations())
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
-    assert len(fake_arm.mutations()) == first == 3
+    assert len(fake_arm.mutations()) == first == 6  # 3 × mark and deallocate
     assert set(by_policy(report, "gpu-off-hours-shutdown")) == {"gpuspot", "gpu"}
 
 
@@ -801,7 +811,8 @@ def test_a_stale_listing_skips_a_vm_already_deallocated(fake_arm: FakeArm, tmp_p
                               "virtualMachines/deallocate/action' over scope "
                               f"'{vm_id(DEV, 'spot-t4')}'."),
     }
-    assert [r.path for r in fake_arm.mutations()] == [vm_id(DEV, "spot-t4") + "/deallocate"]
+    assert [r.path for r in fake_arm.mutations() if r.method == "POST"] == [
+        vm_id(DEV, "spot-t4") + "/deallocate"]
     failed = [e for e in audit_lines(audit) if e["result"] == "failed"]
     assert [(e["phase"], e["resource"]) for e in failed] == [("after", vm_id(DEV, "spot-t4"))]
 
