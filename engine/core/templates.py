@@ -34,6 +34,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel
 
+from engine.core.template_memo import MessageMemo, memo_for
+
 MAX_SOURCE = 10_000  # characters of one template
 MAX_NESTING = 40  # nested expression levels (the parser recurses)
 MAX_OUTPUT = 4_000  # characters of one rendered message
@@ -338,16 +340,34 @@ def _bracket_depth(source: str) -> int:
 class MessageTemplate:
     """A checked, compiled message template; `render` applies the render-time limits."""
 
-    def __init__(self, source: str, template: jinja2.Template, *, budgeted: bool = True):
+    def __init__(self, source: str, template: jinja2.Template, *, budgeted: bool = True,
+                 memo: MessageMemo | None = None):
         self.source = source
         self.template = template
         # Only loops and calls read the render budget: a template without them needs none.
         self.budgeted = budgeted
+        self.memo = memo  # texts by the values they read (`engine.core.template_memo`)
 
     def render(self, values: Mapping[str, Any], *, fallback: str) -> str:
         """The message with whitespace collapsed; `fallback (message template failed: why)`
-        when rendering fails. A shared context skips copying the template globals per finding,
-        which halves rendering time on large reports."""
+        when rendering fails. Rendered once per distinct set of the values it reads, where
+        the memo can key them."""
+        memo = self.memo
+        key = None if memo is None else memo.key(values, ENVIRONMENT.getattr,
+                                                  ENVIRONMENT.getitem)
+        if memo is None or key is None:
+            return self._render(values, fallback)
+        text = memo.texts.get(key)
+        if text is None:
+            text = self._marked_text(memo, values)
+            if text is None:
+                return self._render(values, fallback)
+            memo.remember(key, text)
+        return _finished(memo.named_text(text, values))
+
+    def _render(self, values: Mapping[str, Any], fallback: str) -> str:
+        """A shared context skips copying the template globals per finding, which halves
+        rendering time on large reports."""
         token = _CURRENT.set(_Budget()) if self.budgeted else None
         try:
             context = self.template.new_context({**ENVIRONMENT.globals, **values}, shared=True)
@@ -358,6 +378,24 @@ class MessageTemplate:
         finally:
             if token is not None:
                 _CURRENT.reset(token)
+
+    def _marked_text(self, memo: MessageMemo, values: Mapping[str, Any]) -> str | None:
+        """The whole output with markers for names, before whitespace is collapsed; None when
+        it fails or is cut (then it is rendered the usual way and not remembered)."""
+        try:
+            context = self.template.new_context({**ENVIRONMENT.globals, **memo.marked(values)},
+                                                shared=True)
+            text = _bounded_output(self.template.root_render_func(context))
+        except Exception:  # a hostile template may raise anything: rendered as usual
+            return None
+        return text if len(text) <= MAX_OUTPUT else None
+
+
+def _finished(text: str) -> str:
+    """What `_bounded_output` and the whitespace collapse make of a whole output."""
+    if len(text) > MAX_OUTPUT:
+        text = text[: MAX_OUTPUT - 1] + "…"
+    return " ".join(text.split())
 
 
 def _bounded_output(chunks: Iterable[str]) -> str:
@@ -385,4 +423,4 @@ def compile_message(source: str) -> MessageTemplate:
         raise TemplateRejected(f"nested more than {MAX_NESTING} levels deep") from None
     template = ENVIRONMENT.template_class.from_code(ENVIRONMENT, code, ENVIRONMENT.globals)
     budgeted = any(True for _ in tree.find_all((nodes.For, nodes.Call)))
-    return MessageTemplate(source, template, budgeted=budgeted)
+    return MessageTemplate(source, template, budgeted=budgeted, memo=memo_for(tree))
