@@ -124,3 +124,58 @@ def _rgb(colour: str) -> tuple[int, int, int]:
 
 def _close(colour: tuple[int, int, int], wanted: tuple[int, int, int]) -> bool:
     return all(abs(a - b) <= 8 for a, b in zip(colour, wanted, strict=True))
+
+
+# Clicks the failing table's "$/month" header twice, then types in its filter box, and leaves
+# what it saw on <body> for the DOM dump. Added after the page's own script, allowed by hash.
+PROBE = """(function () {
+  var table = document.querySelector('table[data-filter="filter-failing"]');
+  var button = table.tHead.rows[0].cells[3].querySelector("button.sort");
+  function column() {
+    return Array.prototype.map.call(table.tBodies[0].rows, function (row) {
+      return parseFloat(row.cells[3].getAttribute("data-sort"));
+    });
+  }
+  button.click();
+  var ascending = column();
+  button.click();
+  var descending = column();
+  var input = document.querySelector("#filter-failing input");
+  input.value = "GPU-IDLE";
+  input.dispatchEvent(new Event("input"));
+  var shown = Array.prototype.filter.call(table.tBodies[0].rows, function (row) {
+    return !row.hidden;
+  }).map(function (row) { return row.cells[1].textContent; });
+  document.body.setAttribute("data-probe", JSON.stringify({
+    ascending: ascending, descending: descending, shown: shown,
+    count: document.querySelector("#filter-failing output").textContent,
+    sorted: table.tHead.rows[0].cells[3].getAttribute("aria-sort")}));
+})();"""
+
+
+def test_clicking_a_header_sorts_and_typing_filters(tmp_path: Path, report_page: Path) -> None:
+    import base64
+    import hashlib
+    import html
+    import json
+
+    text = report_page.read_text("utf-8")
+    digest = base64.b64encode(hashlib.sha256(PROBE.encode()).digest()).decode()
+    csp = re.compile(r"(script-src &#39;sha256-[^&]+&#39;)")
+    assert csp.search(text)
+    probed = csp.sub(lambda m: f"{m.group(1)} &#39;sha256-{digest}&#39;", text, count=1)
+    probed = probed.replace("</body>", f"<script>{PROBE}</script>\n</body>", 1)
+    page = tmp_path / "probed.html"
+    page.write_text(probed, "utf-8")
+    dom = dump_dom(tmp_path, page)
+    found = re.search(r'<body data-probe="([^"]*)"', dom)
+    assert found is not None, "the probe did not run"
+    probe = json.loads(html.unescape(found.group(1)))
+    assert probe["ascending"] == sorted(probe["ascending"]) != probe["descending"]
+    assert probe["descending"] == sorted(probe["ascending"], reverse=True)
+    assert probe["sorted"] == "descending"
+    idle = len(re.findall(r'<tr><td data-sort="\d+" class="sev[^"]*">[a-z]+</td><td><code '
+                          r'class="policy">gpu-idle</code>',
+                          text.split('data-filter="filter-failing"')[1].split("</table>")[0]))
+    assert idle > 0 and probe["shown"] == ["gpu-idle"] * idle
+    assert probe["count"] == f"{idle} shown"
