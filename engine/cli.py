@@ -152,7 +152,12 @@ def _finish(report: Report, engine: object, fmt: str, output: Path | None,
     else:
         width = console.report_width(sys.stdout if output is None else None)
         context = render_context(report, engine, source_file, width, by_account=by_account)
-        _emit(render(fmt, replace(context, **(extras or {}))), output)
+        if fmt == "json" and output is not None:  # a piece at a time: reports can be large
+            from engine.outputs.json_report import write_file
+
+            write_file(context, output)
+        else:
+            _emit(render(fmt, replace(context, **(extras or {}))), output)
     if output is not None:
         count = len(report.findings)
         console.note(f"wrote {fmt} report to {output} ({count} finding{'s' * (count != 1)})",
@@ -386,7 +391,8 @@ def scan(
         prices=prices, mode="enforce" if enforce else "dry-run", show_passed=show_passed,
         catalog_file=catalog, billing=billing,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
-        save_snapshot=save_snapshot, notify=_notify_targets(notify), notify_state=notify_state)
+        save_snapshot=save_snapshot, notify=_notify_targets(notify), notify_state=notify_state,
+        keep_natives=history is not None)
     result = run_scan(request, _ScanProgress(show=not quiet))
     if history is not None:
         history_commands.record_scan(history, request, result)

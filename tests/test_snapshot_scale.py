@@ -1,0 +1,118 @@
+"""Large snapshot scans stay lean without changing a result: the JSON report written a piece at
+a time is the whole dump's text, and a dry run that lets go of the native objects (and of each
+resource's `raw` when no policy can read it) reports exactly what a scan keeping them does.
+
+The estate is `bench/gen_snapshot.py`'s (AWS/GCP/Azure natives, a Kubernetes cluster, DCGM
+telemetry), small enough for the test run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from engine.cli import main
+from engine.core.model import Report
+from engine.outputs import RenderContext
+from engine.outputs.json_report import render, write_report
+from engine.pipeline import ScanRequest, ScanResult, run_scan
+from engine.sources.collected import ScanOptions
+
+REPO = Path(__file__).resolve().parent.parent
+NOW = datetime(2026, 6, 17, 14, 30, tzinfo=UTC)
+
+sys.path.insert(0, str(REPO / "bench"))
+from gen_snapshot import generate_snapshot, write_snapshot  # noqa: E402
+
+RAW_POLICY = """\
+apiVersion: gpuwarden.io/v1
+policies:
+  - id: ec2-default-tenancy
+    title: EC2 instances run on shared tenancy
+    severity: low
+    resources: [instance]
+    scope: {field: provider, op: eq, value: aws}
+    violation: {field: raw.Placement.Tenancy, op: ne, value: default}
+    message: "{{ r.name }} runs on {{ r.raw.Placement.Tenancy }} tenancy"
+    enforcement: {plan: audit, admission: audit, runtime: audit}
+"""
+
+
+@pytest.fixture(scope="module")
+def estate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("scale") / "estate.json"
+    write_snapshot(path, generate_snapshot(resources=600, seed=3))
+    return path
+
+
+def scan(estate: Path, *, keep_natives: bool, policies: tuple[str, ...] = ()) -> ScanResult:
+    request = ScanRequest(sources=(f"snapshot:{estate}",), options=ScanOptions(), now=NOW,
+                          policies=policies, keep_natives=keep_natives)
+    return run_scan(request)
+
+
+def whole_dump(report: Report) -> str:
+    data: bytes = orjson.dumps(report.to_json_dict(),
+                               option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    return data.decode("utf-8") + "\n"
+
+
+def comparable(report: Report) -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads(render(RenderContext(report=report)))
+    payload.pop("generated_at")
+    return payload
+
+
+def test_the_json_report_in_pieces_is_the_whole_dump(estate: Path) -> None:
+    report = scan(estate, keep_natives=True).report
+    assert len(report.findings) > 100
+    empty = report.model_copy(update={"findings": []})
+    for case in (report, empty):
+        context = RenderContext(report=case)
+        stream = io.BytesIO()
+        write_report(context, stream)
+        assert render(context) == whole_dump(case)
+        assert stream.getvalue().decode("utf-8") == whole_dump(case)
+
+
+def test_a_report_written_to_a_file_is_what_stdout_shows(
+        estate: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["scan", "--source", f"snapshot:{estate}", "--format", "json", "--now",
+            NOW.isoformat()]
+    outputs = []
+    for extra in ([], ["-o", str(tmp_path / "report.json")]):
+        monkeypatch.setattr(sys, "argv", ["gpuwarden", *args, *extra])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        assert exited.value.code == 1
+        outputs.append(capsys.readouterr().out)
+    written = (tmp_path / "report.json").read_text("utf-8")
+    assert json.loads(written)["findings"]
+    assert written == outputs[0]
+
+
+def test_letting_go_of_the_natives_changes_no_result(estate: Path) -> None:
+    kept = scan(estate, keep_natives=True)
+    released = scan(estate, keep_natives=False)
+    assert comparable(released.report) == comparable(kept.report)
+    assert kept.collected.snapshot and not released.collected.snapshot
+    assert any(r.raw for r in kept.collected.resources)
+    assert not any(r.raw for r in released.collected.resources)
+
+
+def test_raw_stays_when_a_policy_reads_it(estate: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "tenancy.yaml"
+    policy.write_text(RAW_POLICY, "utf-8")
+    kept = scan(estate, keep_natives=True, policies=(str(policy),))
+    released = scan(estate, keep_natives=False, policies=(str(policy),))
+    assert comparable(released.report) == comparable(kept.report)
+    assert kept.report.summary.passed > 0  # the policy read raw.Placement.Tenancy
+    assert any(r.raw for r in released.collected.resources)
