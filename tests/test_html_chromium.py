@@ -4,6 +4,10 @@ dumps and on the pixels of its screenshot."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -154,11 +158,6 @@ PROBE = """(function () {
 
 
 def test_clicking_a_header_sorts_and_typing_filters(tmp_path: Path, report_page: Path) -> None:
-    import base64
-    import hashlib
-    import html
-    import json
-
     text = report_page.read_text("utf-8")
     digest = base64.b64encode(hashlib.sha256(PROBE.encode()).digest()).decode()
     csp = re.compile(r"(script-src &#39;sha256-[^&]+&#39;)")
