@@ -29,6 +29,7 @@ from engine.core.labels import exempt_policies
 from engine.core.model import Category, Finding, Resource, State
 from engine.core.policy import CompiledPolicy
 from engine.rego.gatekeeper import object_resource
+from engine.rego.inputs import admission_request
 from engine.sources.kubernetes import gpu_model, pod_template_path, workload_resource
 from engine.webhook.caches import ClusterCache
 from engine.webhook.review import AdmissionRequest, Decision, audit_key
@@ -140,8 +141,8 @@ class Judge:
         prepared = self.prepare(request, mutating=False)
         if prepared is None:
             return Outcome(Decision(), "skip")
-        _, resource = prepared
-        evaluation = self.evaluator(resource, now)
+        obj, resource = prepared
+        evaluation = self.evaluate(request, obj, resource, now)
         decision = self.verdict(resource, evaluation.findings)
         _record_exempt_policies(decision, resource)
         label = "deny" if not decision.allowed else "warn" if decision.warnings else "allow"
@@ -155,7 +156,7 @@ class Judge:
         if prepared is None:
             return Outcome(Decision(), "skip")
         obj, resource = prepared
-        evaluation = self.evaluator(resource, now)
+        evaluation = self.evaluate(request, obj, resource, now)
         decision = Decision()
         _record_exempt_policies(decision, resource)
         for finding in evaluation.findings:
@@ -168,6 +169,13 @@ class Judge:
                 decision.patch.extend(ops)
                 decision.audit_annotations[audit_key(finding.policy)] = "patched"
         return Outcome(decision, "patch" if decision.patch else "allow", evaluation)
+
+    def evaluate(self, request: AdmissionRequest, obj: dict[str, Any], resource: Resource,
+                 now: datetime) -> Evaluation:
+        """The policies on `resource`; Rego policies reading the AdmissionReview see this
+        request (operation, oldObject, userInfo) with the object as judged."""
+        with admission_request({**request.raw, "object": obj}):
+            return self.evaluator(resource, now)
 
     def unjudged(self, request: AdmissionRequest) -> Outcome | None:
         """The outcome of a request that is not evaluated (skipped or exempt), else None."""

@@ -46,6 +46,8 @@ class AdmissionRequest:
     object: dict[str, Any] | None
     old_object: dict[str, Any] | None
     sub_resource: str | None = None
+    # The request as the API server sent it (userInfo, options...), for Rego's input.review
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(slots=True)
@@ -117,6 +119,7 @@ def _admission_request(request: dict[str, Any], uid: str) -> AdmissionRequest:
         object=obj,
         old_object=old if isinstance(old, dict) else None,
         sub_resource=_optional_text(request.get("subResource")),
+        raw=request,
     )
 
 
