@@ -212,7 +212,7 @@ def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
         sources=("aws",), options=options, now=instant,
         policies=tuple(resolve_policies(config.policies, config.package_root)),
         mode=config.mode, door="runtime", max_actions=config.max_actions, deadline=deadline,
-        audit_log=audit_path, notify=parse_targets(config.notify))
+        audit_log=audit_path, notify=parse_targets(config.notify), history=config.history)
 
 
 def _telemetry_sources(config: RunConfig) -> list[str]:

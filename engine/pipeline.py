@@ -142,6 +142,7 @@ class ScanRequest:
     save_snapshot: Path | None = None
     notify: tuple[Target, ...] = ()  # --notify: a digest of the new failing findings
     notify_state: Path | None = None  # None: next to the audit log
+    history: str | None = None  # --history: "new" for --notify is new since its last run
     # False: a dry run lets go of the sources' native objects once collected and saved
     # (`ScanResult.collected.snapshot` is then empty); True for a caller that reads them after.
     keep_natives: bool = True
@@ -208,11 +209,17 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
 def _notify(request: ScanRequest, report: Report, hooks: ScanHooks) -> None:
     """Never raises: a failed delivery is one warning, the scan's result stands."""
     from engine.notify import notify
-    from engine.notify.state import default_state_path
+    from engine.notify.state import default_state_path, previous_failing
 
     state = request.notify_state or default_state_path(request.audit_log)
+    known: set[str] | None = None
+    if request.history is not None:
+        try:
+            known = previous_failing(request.history, request.now)
+        except InputError as exc:
+            hooks.warning(f"notify: the history cannot be read, the state file is used: {exc}")
     with hooks.stage("notify", {"targets": len(request.notify)}) as fields:
-        fields["delivered"] = notify(report, request.notify, state, hooks.warning)
+        fields["delivered"] = notify(report, request.notify, state, hooks.warning, known=known)
 
 
 def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collected:

@@ -28,17 +28,18 @@ def _deliver(target: Target, digest: Digest) -> None:
 
 
 def notify(report: Report, targets: Sequence[Target], state_path: Path, warn: Warn,
-           report_url: str | None = None) -> int:
+           report_url: str | None = None, *, known: set[str] | None = None) -> int:
     """Send the new failing findings' digest to each target; returns how many got it.
 
     The state keeps the keys of the findings that still fail and were notified, so a finding
     that is fixed and fails again is news again. When every target failed, the new findings
-    stay unrecorded and the next run tries again."""
+    stay unrecorded and the next run tries again. `known`: the keys already news (the last
+    recorded run's failing findings, with a history); then no state file is read or written."""
     if not targets:
         return 0
     from engine.notify.state import read_state, write_state
 
-    already = read_state(state_path)
+    already = read_state(state_path) if known is None else known
     digest = build_digest(report, already, report_url)
     delivered = 0
     if digest.new:
@@ -48,6 +49,8 @@ def notify(report: Report, targets: Sequence[Target], state_path: Path, warn: Wa
                 delivered += 1
             except Exception as error:  # any failure is a warning, never a failed scan
                 warn(f"notify {target.shown}: {type(error).__name__}: {error}")
+    if known is not None:
+        return delivered  # the history is the state
     current = {finding_key(f) for f in failing(report.findings)}
     sent = {finding_key(f) for f in digest.new} if delivered else set()
     try:

@@ -1,4 +1,5 @@
-"""Which failing findings were already notified: a JSON state file of finding keys."""
+"""Which failing findings were already notified: a JSON state file of finding keys, or, when the
+run has a history (`--history`), the failing findings of the last run recorded there."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 STATE_LIMIT = 16 * 1024 * 1024  # bytes read from a state file
 KEY_LIMIT = 200_000
 STATE_NAME = "gpuwarden-notified.json"
+HISTORY_LOOK_BACK = timedelta(days=31)  # an older last run: every failing finding is news
 
 
 def default_state_path(audit_log: Path | None) -> Path:
@@ -47,3 +51,31 @@ def write_state(path: Path, keys: Iterable[str]) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def previous_failing(history: str, before: datetime) -> set[str]:
+    """The keys (policy, provider, resource id: `engine.notify.digest.finding_key`) of the
+    failing findings of the last run recorded in `history` before `before`; empty when there is
+    none within HISTORY_LOOK_BACK. A store that cannot be read raises InputError."""
+    from engine.history.urls import open_store
+
+    store = open_store(history)
+    local = getattr(store, "path", None)  # an SQLite file not created yet holds no run
+    if isinstance(local, str) and not Path(local).exists():
+        return set()
+    runs = [run for run in store.runs(before - HISTORY_LOOK_BACK) if run.at < before]
+    if not runs:
+        return set()
+    last = max(runs, key=lambda run: run.at)
+    findings = last.report.get("findings")
+    return {key for finding in (findings if isinstance(findings, list) else [])[:KEY_LIMIT]
+            if (key := _failing_key(finding)) is not None}
+
+
+def _failing_key(finding: Any) -> str | None:
+    if not isinstance(finding, dict) or finding.get("result") != "fail":
+        return None
+    resource = finding.get("resource")
+    if not isinstance(resource, dict):
+        return None
+    return f"{finding.get('policy')}|{resource.get('provider')}|{resource.get('id')}"
