@@ -14,7 +14,7 @@ them (opaque here).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -173,16 +173,20 @@ class Engine:
         generated_at: datetime | None = None,
         documents: Sequence[object] = (),
         cost_changes: Sequence[CostChange] | None = None,
+        settle: Callable[[Judged], Judged] | None = None,
     ) -> Evaluation:
         """`door`: the door every resource is judged at (default: each one's own, `door_of`).
         `documents`: whole input documents as a program's package prepares them (Terraform
         plans: `engine.rego.inputs.plan_documents`), for programs that read them (`input:
         plan`); without them those policies do not run. `cost_changes`: the plan's changes
-        before and after, for the team budget's cost diff."""
+        before and after, for the team budget's cost diff. `settle`: applied to each finding as
+        it is made, what it returns is kept (the scan pipeline plans the remediation there and
+        lets go of the resource, so a large scan does not hold every resource to the end)."""
         ctx = EvalContext(now=now, catalog=self.catalog)
         reads_documents = bool(documents) and bool(self._document_policies) \
             and door in (None, "plan")
-        run = _Run(self, ctx, door, show_passed, cost_changes, keep_ids=reads_documents)
+        run = _Run(self, ctx, door, show_passed, cost_changes, keep_ids=reads_documents,
+                   settle=settle)
         for resource in resources:
             run.add(resource)
         run.add_programs()
@@ -245,12 +249,14 @@ class _Run:
     """One evaluation's state: the findings so far, the counts, the aggregation."""
 
     def __init__(self, engine: Engine, ctx: EvalContext, door: Door | None, show_passed: bool,
-                 cost_changes: Sequence[CostChange] | None, *, keep_ids: bool):
+                 cost_changes: Sequence[CostChange] | None, *, keep_ids: bool,
+                 settle: Callable[[Judged], Judged] | None = None):
         self.engine = engine
         self.ctx = ctx
         self.door = door
         self.show_passed = show_passed
         self.judged: list[Judged] = []
+        self.settle = settle
         self.count = self.passed = self.exempted = 0
         self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
             if engine._aggregate_policies else None
@@ -304,7 +310,7 @@ class _Run:
             if not self.show_passed:
                 return ref
         finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
-        self.judged.append(Judged(finding, resource, door))
+        self._keep(Judged(finding, resource, door))
         return finding.resource
 
     def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
@@ -317,7 +323,8 @@ class _Run:
                 policy, selected, self.ctx, self.show_passed))
 
     def _add_outcome(self, outcome: ProgramOutcome) -> None:
-        self.judged.extend(outcome.judged)
+        for judged in outcome.judged:
+            self._keep(judged)
         self.passed += outcome.passed
         self.exempted += outcome.exempted
 
@@ -337,8 +344,11 @@ class _Run:
             self.passed += verdict == "pass"
             if verdict != "pass" or self.show_passed:
                 finding = self.engine.finding(policy, group, self.ctx, verdict, group_door)
-                self.judged.append(Judged(finding, group, group_door))
+                self._keep(Judged(finding, group, group_door))
         self.exempted += self.aggregation.exempted
+
+    def _keep(self, judged: Judged) -> None:
+        self.judged.append(judged if self.settle is None else self.settle(judged))
 
     def evaluation(self, mode: Mode, generated_at: datetime) -> Evaluation:
         judged = sorted(self.judged, key=lambda j: _order(j.finding))
@@ -462,26 +472,38 @@ def combined_savings(findings: list[Finding]) -> float:
 
 
 def _per_resource(findings: Iterable[Finding], kind: str) -> dict[tuple[str, str], list[Finding]]:
-    by_resource: dict[tuple[str, str], list[Finding]] = {}
+    return _per_resource_by_kind(findings).get(kind, {})
+
+
+def _per_resource_by_kind(findings: Iterable[Finding]
+                          ) -> dict[str, dict[tuple[str, str], list[Finding]]]:
+    """The failing findings of each cost kind, per resource, in one pass over the findings."""
+    by_kind: dict[str, dict[tuple[str, str], list[Finding]]] = {}
     for finding in findings:
-        if finding.cost_kind == kind and finding.result == "fail":
+        if finding.result == "fail":
             key = (finding.resource.provider, finding.resource.id)
-            by_resource.setdefault(key, []).append(finding)
-    return by_resource
+            by_kind.setdefault(finding.cost_kind, {}).setdefault(key, []).append(finding)
+    return by_kind
+
+
+def _combined_total(by_resource: dict[tuple[str, str], list[Finding]]) -> float:
+    return round(sum(combined_savings(group) for group in by_resource.values()), 2)
+
+
+def _largest_total(by_resource: dict[tuple[str, str], list[Finding]]) -> float:
+    return round(sum(max(f.estimated_monthly_usd for f in group)
+                     for group in by_resource.values()), 2)
 
 
 def savings_total(findings: Iterable[Finding]) -> float:
     """Every resource's combined savings (`combined_savings`), added up."""
-    by_resource = _per_resource(findings, "savings")
-    return round(sum(combined_savings(group) for group in by_resource.values()), 2)
+    return _combined_total(_per_resource(findings, "savings"))
 
 
 def largest_per_resource(findings: Iterable[Finding], kind: str) -> float:
     """Per resource, the largest figure of one kind (two tag policies on one resource are the
     same spend with no owner), added up."""
-    by_resource = _per_resource(findings, kind)
-    return round(sum(max(f.estimated_monthly_usd for f in group)
-                     for group in by_resource.values()), 2)
+    return _largest_total(_per_resource(findings, kind))
 
 
 def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0,
@@ -489,7 +511,8 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
     """The counts and the money, each kind apart: `spend_usd` is the scanned GPU spend (the
     evaluation's; a recount after dropping findings keeps the report's)."""
     failing = [f for f in findings if f.result != "pass"]
-    savings = savings_total(failing)
+    by_kind = _per_resource_by_kind(failing)
+    savings = _combined_total(by_kind.get("savings", {}))
     return Summary(
         resources=resources,
         findings=len(failing),
@@ -503,6 +526,6 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
         estimated_monthly_usd=savings,
         monthly_spend_usd=round(spend_usd, 2),
         savings_usd=savings,
-        unallocated_usd=largest_per_resource(failing, "unallocated"),
-        over_budget_usd=largest_per_resource(failing, "over_budget"),
+        unallocated_usd=_largest_total(by_kind.get("unallocated", {})),
+        over_budget_usd=_largest_total(by_kind.get("over_budget", {})),
     )

@@ -13,7 +13,7 @@ from engine.core.tristate import Tri
 
 def _gpus_unknown(resource: Resource) -> bool:
     """A type known only after apply, or an unreadable GPU request (no GPUs read)."""
-    return resource.is_unknown("gpu") and not resource.has_gpu
+    return bool(resource.unknown) and resource.is_unknown("gpu") and not resource.has_gpu
 
 
 @register_check
