@@ -70,14 +70,14 @@ warn contains msg if {
 def worker_ops(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """The requests the worker receives, by operation."""
     ops: Counter[str] = Counter()
-    request = sandbox.WorkerProcess.request
+    send = sandbox.WorkerProcess.send
 
     def counted(self: sandbox.WorkerProcess, header: dict[str, Any], *args: Any,
-                **kwargs: Any) -> tuple[dict[str, Any], bytes]:
+                **kwargs: Any) -> sandbox.Pending:
         ops[str(header.get("op"))] += 1
-        return request(self, header, *args, **kwargs)
+        return send(self, header, *args, **kwargs)
 
-    monkeypatch.setattr(sandbox.WorkerProcess, "request", counted)
+    monkeypatch.setattr(sandbox.WorkerProcess, "send", counted)
     return ops
 
 
@@ -225,3 +225,13 @@ def test_the_production_fact_is_gpuwardens_own(
     resource = make_resource(tags=tags, namespace_labels=namespace_labels)
     assert resource_input(resource, frozenset({"production"})) == {
         "production": is_production(resource)}
+
+
+def test_an_answer_past_the_integer_range_is_refused_for_its_input_alone() -> None:
+    text = "package t\n\nimport rego.v1\n\ndeny contains x if x := input.n * input.n\n"
+    evaluator = EmbeddedEvaluator([RegoModule("t.rego", text)], {},
+                                  entry_points=["data.t.deny"])
+    inputs = [{"n": 3}, {"n": 10_000_000_000}, {"n": 4}]
+    first, second, third = evaluator.evaluate_many(["data.t.deny"], inputs, "runtime")
+    assert (first, third) == ({"data.t.deny": [9]}, {"data.t.deny": [16]})
+    assert isinstance(second, RegoError) and "integer range" in second.message

@@ -82,6 +82,9 @@ MAX_BATCH_INPUTS = 1000  # per worker call: a 5,000-change plan's GPU compute in
 MAX_BATCH_BYTES = 8 * 2**20  # an input larger than this is a batch of its own
 MAX_MODULE_BYTES = 2**20
 INEXACT_FROM = 2.0**63  # integral floats from here on are regorus' overflowed integers
+# How such a float reads in JSON (`1e+21`, `9.223372036854776e18`, 19 digits or more); text
+# without it holds none, text with it (a string may hold it too) is walked value by value.
+_MAYBE_INEXACT = re.compile(rb"[0-9][eE][-+]?[0-9]|[0-9]{19}")
 # regorus' parser takes time exponential in nested [ and { (0.2 s at 12 levels, 3 s at 16)
 MAX_BRACKET_DEPTH = 12
 _V0_ALIAS = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*|\bre_match(?=\s*\()')
@@ -237,8 +240,14 @@ class EmbeddedEvaluator:
         if door == "admission":
             return [self._one(paths, input_doc, door) for input_doc in inputs]
         results: list[dict[str, Any] | InputError] = []
+        sent: Callable[[], list[dict[str, Any] | InputError]] | None = None
         for batch in _batches(inputs, lambda: self.batch_inputs):
-            results.extend(self._batch(paths, batch, door))
+            # this batch was made while the worker evaluated the one sent before it
+            if sent is not None:
+                results.extend(sent())
+            sent = self._send_batch(paths, batch, door)
+        if sent is not None:
+            results.extend(sent())
         return results
 
     def _one(self, paths: Sequence[str], input_doc: Any,
@@ -248,30 +257,67 @@ class EmbeddedEvaluator:
         except RegoError as exc:
             return exc
 
-    def _batch(self, paths: Sequence[str], batch: list[bytes],
-               door: Door) -> list[dict[str, Any] | InputError]:
-        """One worker call for `batch` (encoded inputs) within the door's time limit; one call
-        per input when it is a single one, or when a limit stopped it (see "Batches")."""
-        if len(batch) == 1 or self.aborts >= MAX_ABORTS:
-            return [self._one(paths, orjson.loads(item), door) for item in batch]
+    def _one_by_one(self, paths: Sequence[str], batch: list[bytes],
+                    door: Door) -> list[dict[str, Any] | InputError]:
+        return [self._one(paths, orjson.loads(item), door) for item in batch]
+
+    def _send_batch(self, paths: Sequence[str], batch: list[bytes],
+                    door: Door) -> Callable[[], list[dict[str, Any] | InputError]]:
+        """Send `batch` (encoded inputs) for one evaluation within the door's time limit; the
+        function returned reads the answers. A single input, or any once a limit stopped a
+        batch, is evaluated one per call (see "Batches")."""
+        if len(batch) == 1 or self.batch_inputs == 1 or self.aborts >= MAX_ABORTS:
+            done = self._one_by_one(paths, batch, door)
+            return lambda: done
         state = self._state
         header = {"op": "eval_batch", "key": state[0], "paths": list(paths)}
         try:
-            answer, body = self._ask(header, b"[" + b",".join(batch) + b"]",
+            answer = self._ask_later(header, b"[" + b",".join(batch) + b"]",
                                      self.timeouts.get(door, 10.0), state)
         except RegoAborted:
-            self.batch_inputs = 1
-            return [self._one(paths, orjson.loads(item), door) for item in batch]
-        if "error" in answer:
-            raise self._engine_error(answer["error"])
-        return [self._batch_item(item) for item in orjson.loads(body)]
+            answer = None
 
-    def _batch_item(self, item: dict[str, Any]) -> dict[str, Any] | InputError:
+        def answers() -> list[dict[str, Any] | InputError]:
+            try:
+                if answer is None:
+                    raise RegoAborted("the worker did not take the batch")
+                header, body = answer()
+            except RegoAborted:
+                self.batch_inputs = 1
+                return self._one_by_one(paths, batch, door)
+            if "error" in header:
+                raise self._engine_error(header["error"])
+            exact = _MAYBE_INEXACT.search(body) is None  # then no item needs walking
+            return [self._batch_item(item, exact) for item in orjson.loads(body)]
+
+        return answers
+
+    def _ask_later(self, header: dict[str, Any], payload: bytes, timeout_s: float,
+                   state: tuple[int, str]) -> Callable[[], tuple[dict[str, Any], bytes]]:
+        """`_ask` in two steps: the request is sent now, its answer read when the function
+        returned is called (before anything else is asked of this thread's worker)."""
+        if state[0] not in sandbox.thread_worker().loaded:
+            self._load(state)
+        worker = sandbox.thread_worker()
+        pending = worker.send(header, payload, timeout_s=timeout_s, what="evaluating the policy")
+
+        def answer() -> tuple[dict[str, Any], bytes]:
+            got = worker.receive(pending)
+            if got[0].get("missing"):  # the worker dropped this engine for newer ones
+                self._load(state)
+                got = worker.request(header, payload, timeout_s=timeout_s,
+                                     what="evaluating the policy")
+            return got
+
+        return answer
+
+    def _batch_item(self, item: dict[str, Any], exact: bool) -> dict[str, Any] | InputError:
         if "error" in item:
             return self._engine_error(item["error"])
         values: dict[str, Any] = item["values"]
         try:
-            _refuse_inexact_numbers(values, self._default_file)
+            if not exact:
+                _refuse_inexact_numbers(values, self._default_file)
         except RegoError as exc:
             return exc
         return values

@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import orjson
 
@@ -44,7 +44,7 @@ _FRAME_SIZE = 8
 _ROOT = str(Path(__file__).resolve().parent.parent.parent)  # the directory holding `engine`
 _THREAD = threading.local()
 
-__all__ = ["LOAD_TIMEOUT_S", "RegoAborted", "WorkerProcess", "thread_worker"]
+__all__ = ["LOAD_TIMEOUT_S", "Pending", "RegoAborted", "WorkerProcess", "thread_worker"]
 
 
 def _environment() -> dict[str, str]:
@@ -64,6 +64,14 @@ def _stop(process: subprocess.Popen[bytes], errors: IO[bytes]) -> None:
         if stream is not None:
             stream.close()
     errors.close()
+
+
+class Pending(NamedTuple):
+    """A request sent to a worker, its answer not read yet."""
+
+    deadline: float  # time.monotonic() by which the answer must have come
+    timeout_s: float
+    what: str
 
 
 class WorkerProcess:
@@ -94,24 +102,38 @@ class WorkerProcess:
                 timeout_s: float, what: str) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait at most `timeout_s` for the answer; `RegoAborted` (and a
         dead worker) when it does not come. `what` says what was asked, for the message."""
+        return self.receive(self.send(header, payload, timeout_s=timeout_s, what=what))
+
+    def send(self, header: dict[str, Any], payload: bytes = b"", *,
+             timeout_s: float, what: str) -> Pending:
+        """Send one request without waiting: its time limit starts now. `receive` its answer
+        before sending another (the worker answers in order, and an answer left unread can
+        fill the pipe while the next request waits to be written)."""
         assert self.process.stdin is not None
-        deadline = time.monotonic() + timeout_s
+        pending = Pending(time.monotonic() + timeout_s, timeout_s, what)
         try:
             self.process.stdin.write(frame(orjson.dumps(header), payload))
             self.process.stdin.flush()
-            head = self._read(_FRAME_SIZE, deadline)
+        except (OSError, ValueError):
+            raise self._died(what) from None
+        return pending
+
+    def receive(self, pending: Pending) -> tuple[dict[str, Any], bytes]:
+        """The answer to the request `send` sent, by its deadline (see `request`)."""
+        try:
+            head = self._read(_FRAME_SIZE, pending.deadline)
             sizes = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
-            answer = orjson.loads(self._read(sizes[0], deadline))
-            body = self._read(sizes[1], deadline) if sizes[1] else b""
+            answer = orjson.loads(self._read(sizes[0], pending.deadline))
+            body = self._read(sizes[1], pending.deadline) if sizes[1] else b""
         except TimeoutError:
             self.close()
-            raise RegoAborted(f"rego: {what} exceeded its time limit of {timeout_s:g} s") \
-                from None
+            raise RegoAborted(f"rego: {pending.what} exceeded its time limit of "
+                              f"{pending.timeout_s:g} s") from None
         except (OSError, EOFError, ValueError):
-            raise self._died(what) from None
+            raise self._died(pending.what) from None
         if "panic" in answer:
             self.close()
-            raise RegoAborted(f"rego: the embedded engine failed while {what}: "
+            raise RegoAborted(f"rego: the embedded engine failed while {pending.what}: "
                               f"{_one_line(answer['panic'])}")
         return answer, body
 

@@ -203,13 +203,14 @@ class Worker:
 
 def _gathering_rule(engine: Any, paths: list[str]) -> str:
     """A rule added to `engine` the first time: for each input of the batch (`input` is their
-    array), the values of `paths` with that input, as `_values` would give them one by one. One
-    evaluation per batch: regorus' set-up per evaluation costs more than a small policy."""
+    array), `_values`' query with that input as `input` (rules the paths share computed once
+    per input). One evaluation per batch: regorus' set-up per evaluation costs more than a
+    small policy."""
     package = "gpuwarden_gather_" + hashlib.sha256("\n".join(paths).encode()).hexdigest()[:16]
     if f"data.{package}" not in engine.get_packages():
-        values = ", ".join(f"[x | x := {path} with input as item]" for path in paths)
-        engine.add_policy(f"{package}.rego",
-                          f"package {package}\n\nbatch := [[{values}] | item := input[_]]\n")
+        values = ", ".join(f"[x | x := {path}]" for path in paths)
+        engine.add_policy(f"{package}.rego", f"package {package}\n\nbatch := [values | "
+                          f"item := input[_]; values := [{values}] with input as item]\n")
     return f"data.{package}.batch"
 
 
