@@ -4,6 +4,7 @@ bucket's prefix, partitioned by date, readable by `gpuwarden history` (moto in s
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,14 +13,18 @@ from engine.core.errors import InputError
 from engine.lambda_config import ENV_HISTORY, parse_run_config
 from engine.lambda_handler import handler
 from tests import test_lambda_handler as lambda_tests
+from tests import test_notify
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 from tests.test_cli import run_cli
 from tests.test_lambda_handler import BUCKET, Estate, FakeContext, logged
+from tests.test_notify import Receiver
 
 # The handler tests' fixtures: moto on loopback, a seeded account, its bucket.
 moto_endpoint = lambda_tests.moto_endpoint
 estate = lambda_tests.estate
 bucket = lambda_tests.bucket
+api_calls = lambda_tests.api_calls
+receiver = test_notify.receiver  # a loopback JSON webhook
 
 HISTORY = f"s3://{BUCKET}/gpuwarden/history/"
 
@@ -94,3 +99,30 @@ def test_the_default_follows_the_report_prefix() -> None:
         == "s3://r/history/"
     with pytest.raises(InputError, match="unknown event field 'history'"):
         parse_run_config({"history": "s3://elsewhere/"}, environ)  # events cannot redirect it
+
+
+def test_notifications_are_new_since_the_last_run_in_the_s3_history(
+    estate: Estate, bucket: str, receiver: Receiver, monkeypatch: pytest.MonkeyPatch,
+    api_calls: list[str],
+) -> None:
+    """Each run reads one history object back (the last), not the month of runs."""
+    monkeypatch.setenv("GPUWARDEN_NOTIFY", receiver.url)
+    night = handler({"now": OFF_HOURS.isoformat()}, FakeContext(aws_request_id="night"))
+    [first] = receiver.bodies
+    assert first["new_findings"] == night["failed"] > 0 and night["errors"] == []
+
+    later = OFF_HOURS + timedelta(hours=1)
+    handler({"now": later.isoformat()}, FakeContext(aws_request_id="later"))
+    assert len(receiver.bodies) == 1  # the same findings: nothing new
+    reads = api_calls.count("s3:GetObject")
+    assert reads == 1  # the night's run, the only one before `later`
+
+    handler({"now": BUSINESS_HOURS.isoformat()}, FakeContext(aws_request_id="noon"))
+    assert len(receiver.bodies) == 1  # fewer failing at noon: nothing new
+    assert api_calls.count("s3:GetObject") == reads + 1  # one read, two runs recorded before
+
+    handler({"now": (OFF_HOURS + timedelta(days=1)).isoformat()},
+            FakeContext(aws_request_id="next-night"))
+    [_, second] = receiver.bodies
+    assert second["new_findings"] == 2  # the two dev GPUs: fixed at noon, off-hours again
+    assert {f["policy"] for f in second["findings"]} == {"gpu-off-hours-shutdown"}

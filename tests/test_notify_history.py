@@ -15,7 +15,10 @@ from engine.cli import main
 from engine.demo import demo_policy_paths, demo_snapshot_path
 from engine.history.record import record_run
 from engine.notify.state import HISTORY_LOOK_BACK, previous_failing
-from tests.test_notify import Receiver, receiver  # noqa: F401 - the receiver fixture
+from tests import test_notify
+from tests.test_notify import Receiver
+
+receiver = test_notify.receiver  # a loopback JSON webhook
 
 NIGHT = "2026-03-04T22:30:00Z"  # a Wednesday, off-hours
 LATER = "2026-03-04T23:30:00Z"
@@ -44,7 +47,7 @@ def failing(report: dict[str, Any], policy: str | None = None) -> set[str]:
 
 
 def test_new_since_the_last_recorded_run(
-    receiver: Receiver, tmp_path: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+    receiver: Receiver, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     history, state = tmp_path / "runs.db", tmp_path / "state.json"

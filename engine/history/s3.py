@@ -7,13 +7,23 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.core.errors import InputError, printable
 from engine.history.store import MAX_DOCUMENT_BYTES, MAX_RUNS, Run
 
 PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/run-[^/]+\.json$")
+KEY_TIME = re.compile(r"/run-(\d{8}T\d{6}Z)-[^/]*\.json$")
+
+
+def _key_time(key: str) -> datetime | None:
+    """The run's instant from its key (`run-<yyyymmddThhmmssZ>-<id>.json`, as `append` names
+    it); None for another name."""
+    found = KEY_TIME.search(key)
+    if found is None:
+        return None
+    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
 
 
 class S3Store:
@@ -32,7 +42,7 @@ class S3Store:
         return boto3.client("s3")
 
     def append(self, run: Run) -> int:
-        ident = f"{run.at.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+        ident = f"{run.at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
         key = f"{self.prefix}date={run.at.date().isoformat()}/run-{ident}.json"
         body = json.dumps({"at": run.at.isoformat(), "command": run.command,
                            "source": run.source, "report": run.report,
@@ -49,6 +59,16 @@ class S3Store:
         return [Run(id=n, at=r.at, command=r.command, source=r.source, report=r.report,
                     snapshot=r.snapshot) for n, r in enumerate(runs, 1)
                 if since is None or r.at >= since]
+
+    def latest_before(self, before: datetime, since: datetime) -> Run | None:
+        """The last run recorded before `before` (and at or after `since`): the keys are
+        listed, only that one object is read."""
+        stamped = [(at, key) for key in self._call(lambda s3: self._keys(s3, since))
+                   if (at := _key_time(key)) is not None and since <= at < before]
+        if not stamped:
+            return None
+        _, key = max(stamped)
+        return self._run(*self._call(lambda s3: self._document(s3, key)))
 
     def _keys(self, s3: Any, since: datetime | None) -> list[str]:
         keys: list[str] = []

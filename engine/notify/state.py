@@ -63,13 +63,21 @@ def previous_failing(history: str, before: datetime) -> set[str]:
     local = getattr(store, "path", None)  # an SQLite file not created yet holds no run
     if isinstance(local, str) and not Path(local).exists():
         return set()
-    runs = [run for run in store.runs(before - HISTORY_LOOK_BACK) if run.at < before]
-    if not runs:
+    last = _last_run(store, before)
+    if last is None:
         return set()
-    last = max(runs, key=lambda run: run.at)
     findings = last.report.get("findings")
     return {key for finding in (findings if isinstance(findings, list) else [])[:KEY_LIMIT]
             if (key := _failing_key(finding)) is not None}
+
+
+def _last_run(store: Any, before: datetime) -> Any:
+    since = before - HISTORY_LOOK_BACK
+    latest = getattr(store, "latest_before", None)  # S3: one object read, not a month of runs
+    if callable(latest):
+        return latest(before, since)
+    runs = [run for run in store.runs(since) if run.at < before]
+    return max(runs, key=lambda run: run.at) if runs else None
 
 
 def _failing_key(finding: Any) -> str | None:
