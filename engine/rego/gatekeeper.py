@@ -22,7 +22,7 @@ the shape of Gatekeeper's Config `spec.sync.syncOnly`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +40,7 @@ from pydantic import (
 
 from engine.core.errors import InputError
 from engine.core.model import Category, Resource
+from engine.core.policy import CompiledPolicy
 from engine.core.yamltext import load_yaml_documents
 from engine.loading.files import FileTooLarge, max_policy_file_bytes, read_bounded_bytes
 from engine.sources.kubernetes import pod_template_path
@@ -53,6 +54,13 @@ SYNC_ANNOTATION = "metadata.gatekeeper.sh/requires-sync-data"
 _ID_CHARS = re.compile(r"[^a-z0-9-]+")
 _TEMPLATE_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$")  # a file name, too
 _ENFORCEMENT = {"deny": "deny", "warn": "warn", "dryrun": "off"}
+# Built-in kinds without a namespace: a manifest of one is not put in `default`.
+CLUSTER_SCOPED_KINDS = frozenset({
+    "Namespace", "Node", "PersistentVolume", "StorageClass", "ClusterRole",
+    "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass", "RuntimeClass",
+    "IngressClass", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+    "APIService", "CSIDriver", "DeviceClass",
+})
 
 
 @dataclass(frozen=True)
@@ -479,6 +487,37 @@ def expanded_pod(obj: Mapping[str, Any], namespace: str | None) -> dict[str, Any
     if namespace:
         metadata.setdefault("namespace", namespace)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+def judges_every_kind(policy: CompiledPolicy) -> bool:
+    """A Rego policy reading the AdmissionReview that declares the `other` category: it judges
+    any object admission receives (Namespaces, Services, Ingresses), not only GPU workloads."""
+    spec = getattr(policy.rego, "spec", None)
+    return Category.OTHER in policy.categories and getattr(spec, "input", None) == "admission"
+
+
+# ---------------------------------------------------------------------------- data.inventory
+
+
+def inventory_tree(kinds: Iterable[tuple[str, str, bool, Iterable[Mapping[str, Any]]]]
+                   ) -> dict[str, Any]:
+    """`data.inventory` in Gatekeeper's shape from (apiVersion, kind, namespaced, objects):
+    `cluster[apiVersion][kind][name]` and `namespace[namespace][apiVersion][kind][name]`. An
+    object without a string name is left out; a namespaced one without a namespace is filed
+    under `default`."""
+    cluster: dict[str, Any] = {}
+    namespaced: dict[str, Any] = {}
+    for api_version, kind, in_namespace, objects in kinds:
+        for obj in objects:
+            metadata = obj.get("metadata")
+            name = metadata.get("name") if isinstance(metadata, Mapping) else None
+            if not isinstance(name, str):
+                continue
+            namespace = metadata.get("namespace")  # type: ignore[union-attr]
+            namespace = namespace if isinstance(namespace, str) and namespace else "default"
+            root = namespaced.setdefault(namespace, {}) if in_namespace else cluster
+            root.setdefault(api_version, {}).setdefault(kind, {})[name] = obj
+    return {"cluster": cluster, "namespace": namespaced}
 
 
 def object_resource(obj: Mapping[str, Any], namespace: str | None,

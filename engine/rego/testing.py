@@ -23,12 +23,17 @@ cases:
       - {policy: gpu-spot-required, resource: aws_instance.mystery, result: unknown}
     exact: true                        # default: no finding beyond those expected
 ```
+
+Admission cases may give `inventory:` (files or inline objects): data.inventory for the Rego
+policies that declare those kinds (`rego.inventory`), as a Gatekeeper suite case's, emptied
+again after the case.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +51,12 @@ from engine.core.policy import BUILTIN, CompiledPolicy
 from engine.core.yamltext import line_at, load_yaml_documents
 from engine.loading.policies import is_policy_file, load_policies
 from engine.rego.common import UNDEFINED, RegoError, RegoModule
+from engine.rego.gatekeeper import (
+    CLUSTER_SCOPED_KINDS,
+    inventory_tree,
+    judges_every_kind,
+    object_resource,
+)
 from engine.rego.inputs import admission_request, plan_documents, request_for_manifest, request_of
 from engine.rego.policy import RegoProgram
 
@@ -92,6 +103,9 @@ class Case(BaseModel):
     input: str | dict[str, Any] | list[Any]
     now: datetime | None = None
     namespace_labels: dict[str, str] = Field(default_factory=dict)
+    # admission: cluster objects as data.inventory for the policies that declare their kinds
+    # (files relative to the case file, or inline objects), as a Gatekeeper suite's `inventory:`
+    inventory: list[str | dict[str, Any]] = Field(default_factory=list, max_length=256)
     expect: list[Expectation] = Field(default_factory=list)
     exact: bool = True
 
@@ -294,7 +308,12 @@ def _documents(case: Case, base: Path) -> list[Any]:
     """The case's input as a list of documents (a file may hold several YAML documents)."""
     if not isinstance(case.input, str):
         return case.input if isinstance(case.input, list) else [case.input]
-    path = Path(case.input) if Path(case.input).is_absolute() else base / case.input
+    return _file_documents(case.input, base)
+
+
+def _file_documents(name: str, base: Path) -> list[Any]:
+    """The documents of a JSON or YAML file named relative to the case file."""
+    path = Path(name) if Path(name).is_absolute() else base / name
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -327,8 +346,15 @@ def _plan_case(engine: Engine, case: Case, base: Path, now: datetime) -> list[Fi
 
 
 def _admission_case(engine: Engine, case: Case, base: Path, now: datetime) -> list[Finding]:
+    with _case_inventory(engine.policies, _inventory_objects(case, base)):
+        return _admission_findings(engine, case, base, now)
+
+
+def _admission_findings(engine: Engine, case: Case, base: Path,
+                        now: datetime) -> list[Finding]:
     from engine.sources.kubernetes import workload_resource
 
+    every_kind = any(judges_every_kind(policy) for policy in engine.policies)
     findings: list[Finding] = []
     for document in _documents(case, base):
         if not isinstance(document, dict):
@@ -338,14 +364,59 @@ def _admission_case(engine: Engine, case: Case, base: Path, now: datetime) -> li
         obj = request.get("object")
         if request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
             continue  # the webhook does not judge deletes and connects
-        obj = _with_namespace(obj, request)
+        if obj.get("kind") not in CLUSTER_SCOPED_KINDS:
+            obj = _with_namespace(obj, request)
         resource = workload_resource(obj, case.namespace_labels, catalog=engine.catalog,
                                      state=State.PLANNED)
+        if resource is None and every_kind:  # as the webhook: Services, Ingresses, Namespaces
+            resource = _object_resource(obj, case)
         if resource is None:
             continue
         with admission_request({**request, "object": obj}):
             findings.extend(engine.evaluate([resource], now, door="admission").findings)
     return findings
+
+
+def _object_resource(obj: dict[str, Any], case: Case) -> Resource:
+    namespace = _mapping_of(obj.get("metadata")).get("namespace")
+    return object_resource(obj, namespace if isinstance(namespace, str) and namespace else None,
+                           case.namespace_labels)
+
+
+def _inventory_objects(case: Case, base: Path) -> list[dict[str, Any]]:
+    objects: list[Any] = []
+    for entry in case.inventory:
+        objects.extend(_file_documents(entry, base) if isinstance(entry, str) else [entry])
+    for obj in objects:
+        if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str) \
+                or not isinstance(obj.get("kind"), str):
+            raise InputError("an inventory object is a Kubernetes object with apiVersion and "
+                             "kind")
+    return objects
+
+
+@contextmanager
+def _case_inventory(policies: Sequence[CompiledPolicy],
+                    objects: Sequence[dict[str, Any]]) -> Iterator[None]:
+    """The case's objects as data.inventory of each policy that declares their kinds (the
+    namespaced ones are those with a namespace), and an empty inventory again after."""
+    programs = [program for program in map(_program, policies)
+                if program is not None and program.spec.inventory]
+    for program in programs:
+        kinds = {(k.api_version, k.kind) for k in program.spec.inventory}
+        mine = [obj for obj in objects if (obj["apiVersion"], obj["kind"]) in kinds]
+        program.use_inventory(inventory_tree(
+            (obj["apiVersion"], obj["kind"], bool(_mapping_of(obj.get("metadata")).get(
+                "namespace")), [obj]) for obj in mine), None)
+    try:
+        yield
+    finally:
+        for program in programs:
+            program.use_inventory(inventory_tree(()), None)
+
+
+def _mapping_of(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _with_namespace(obj: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,8 +27,7 @@ from typing import Any, Literal, Protocol
 from engine.core.evaluate import Engine
 from engine.core.labels import exempt_policies
 from engine.core.model import Category, Finding, Resource, State
-from engine.core.policy import CompiledPolicy
-from engine.rego.gatekeeper import object_resource
+from engine.rego.gatekeeper import judges_every_kind, object_resource
 from engine.rego.inputs import admission_request
 from engine.sources.kubernetes import gpu_model, pod_template_path, workload_resource
 from engine.webhook.caches import ClusterCache
@@ -272,13 +271,6 @@ def _mig_patch(judge: Judge, obj: dict[str, Any], finding: Finding) -> Patch:
 
 
 # ---------------------------------------------------------------------------- which requests
-
-
-def judges_every_kind(policy: CompiledPolicy) -> bool:
-    """A Rego policy reading the AdmissionReview that declares the `other` category: it judges
-    any object the webhook receives, not only GPU workloads."""
-    spec = getattr(policy.rego, "spec", None)
-    return Category.OTHER in policy.categories and getattr(spec, "input", None) == "admission"
 
 
 def skip_reason(request: AdmissionRequest) -> str | None:

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from engine.rego.gatekeeper import inventory_tree
 from engine.sources.kubernetes import ClaimIndex, claim_index
 
 log = logging.getLogger("gpuwarden.webhook")
@@ -82,19 +83,9 @@ class Inventory:
 
     def document(self, wanted: Iterable[Gvk]) -> dict[str, Any]:
         """`data.inventory` holding the `wanted` kinds that were listed."""
-        cluster: dict[str, Any] = {}
-        namespaced: dict[str, Any] = {}
-        for gvk in sorted(set(wanted)):
-            listed = self.kinds.get(gvk)
-            for item in listed.items if listed is not None else ():
-                metadata = item["metadata"]
-                namespace = metadata.get("namespace")
-                root = namespaced.setdefault(namespace if isinstance(namespace, str) and namespace
-                                             else "default", {}) \
-                    if listed.namespaced else cluster  # type: ignore[union-attr]
-                kinds = root.setdefault(gvk.api_version, {}).setdefault(gvk.kind, {})
-                kinds[metadata["name"]] = item
-        return {"cluster": cluster, "namespace": namespaced}
+        listed = [self.kinds[gvk] for gvk in sorted(set(wanted)) if gvk in self.kinds]
+        return inventory_tree((kind.gvk.api_version, kind.gvk.kind, kind.namespaced, kind.items)
+                              for kind in listed)
 
     def gap(self, wanted: Iterable[Gvk]) -> str | None:
         """Why some of the `wanted` kinds are missing; None when all were listed."""
