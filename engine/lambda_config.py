@@ -31,6 +31,8 @@ ENV_ALLOW_ENFORCE = "GPUWARDEN_ALLOW_ENFORCE"
 ENV_POLICIES = "GPUWARDEN_POLICIES"
 ENV_REGIONS = "GPUWARDEN_REGIONS"
 ENV_ROLE_ARNS = "GPUWARDEN_ROLE_ARNS"
+# Every ACTIVE account of the organization, through this role name (`scan --organization`).
+ENV_ORGANIZATION_ROLE = "GPUWARDEN_ORGANIZATION_ROLE"
 ENV_MAX_ACTIONS = "GPUWARDEN_MAX_ACTIONS"
 ENV_BUCKET = "GPUWARDEN_REPORT_BUCKET"
 ENV_PREFIX = "GPUWARDEN_REPORT_PREFIX"
@@ -58,7 +60,8 @@ MAX_TEXT = 1024
 EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC)
 
 OVERRIDE_FIELDS = frozenset(
-    {"mode", "policies", "regions", "role_arns", "role_arn", "max_actions", "now",
+    {"mode", "policies", "regions", "role_arns", "role_arn", "organization", "discover",
+     "max_actions", "now",
      "prometheus_url", "dcgm_url", "telemetry_window", "notify"})
 ENVELOPE_FIELDS = frozenset(
     {"version", "id", "detail-type", "source", "account", "time", "region", "resources",
@@ -68,6 +71,7 @@ KNOWN_FIELDS = OVERRIDE_FIELDS | ENVELOPE_FIELDS | SCHEDULER_FIELDS
 
 _REGION = re.compile(r"^([a-z]{2}(-[a-z]+)+-\d{1,2}|all)$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_ROLE_NAME = re.compile(r"^(?:[\w+=,.@-]{1,64}/){0,8}[\w+=,.@-]{1,64}$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SHOWN_CHARS = 80
 
@@ -95,6 +99,8 @@ class RunConfig:
     policies: tuple[str, ...] = ("builtin",)
     regions: tuple[str, ...] = ()
     role_arns: tuple[str, ...] = ()
+    organization_role: str | None = None  # scan every account of the organization through it
+    discover: bool = False  # list the fan-out's (account, region) events; scan nothing
     max_actions: int = DEFAULT_MAX_ACTIONS
     now: datetime | None = None
     telemetry: TelemetryConfig = TelemetryConfig()
@@ -129,6 +135,8 @@ def parse_run_config(event: object, environ: Mapping[str, str]) -> RunConfig:
         policies=_string_list(overrides, "policies", check=_policy_path) or defaults.policies,
         regions=_string_list(overrides, "regions", check=_region) or defaults.regions,
         role_arns=_role_arns(overrides) or defaults.role_arns,
+        organization_role=_organization_role(overrides, defaults.organization_role),
+        discover=_discover(overrides, defaults.organization_role),
         max_actions=_override(overrides, "max_actions", _max_actions, defaults.max_actions),
         now=_override(overrides, "now", _instant, None),
         telemetry=_telemetry_overrides(overrides, defaults.telemetry),
@@ -213,6 +221,7 @@ def environment_defaults(environ: Mapping[str, str]) -> RunConfig:
         policies=_split(environ, ENV_POLICIES, _policy_path) or ("builtin",),
         regions=_split(environ, ENV_REGIONS, _region),
         role_arns=_split(environ, ENV_ROLE_ARNS, _role_arn),
+        organization_role=_environment_organization_role(environ),
         max_actions=_max_actions(_int_text(max_actions, ENV_MAX_ACTIONS), ENV_MAX_ACTIONS)
         if max_actions else DEFAULT_MAX_ACTIONS,
         telemetry=_environment_telemetry(environ),
@@ -319,6 +328,43 @@ def _role_arns(overrides: dict[str, Any]) -> tuple[str, ...]:
             raise InputError(f"event field 'role_arn' must be a string, not {_json_type(value)}")
         return (_role_arn(value, "event field 'role_arn'"),)
     return _string_list(overrides, "role_arns", check=_role_arn)
+
+
+def _environment_organization_role(environ: Mapping[str, str]) -> str | None:
+    name = _text(environ, ENV_ORGANIZATION_ROLE)
+    if name is None:
+        return None
+    if _text(environ, ENV_ROLE_ARNS):
+        raise InputError(f"{ENV_ORGANIZATION_ROLE} and {ENV_ROLE_ARNS}: give one of them")
+    if not _ROLE_NAME.match(name):
+        raise InputError(f"{ENV_ORGANIZATION_ROLE}: {_shown(name)} is not an IAM role name")
+    return name
+
+
+def _organization_role(overrides: dict[str, Any], default: str | None) -> str | None:
+    """The environment's organization role, unless the event names its accounts (`role_arn`,
+    the fan-out's) or says `"organization": false` (the fan-out's event for its own account)."""
+    value = overrides.get("organization", True)
+    if not isinstance(value, bool):
+        raise InputError(f"event field 'organization' must be true or false, not "
+                         f"{_json_type(value)}")
+    if value and default is None and "organization" in overrides:
+        raise InputError(f"event field 'organization': the function has no "
+                         f"{ENV_ORGANIZATION_ROLE}")
+    if not value or "role_arn" in overrides or "role_arns" in overrides:
+        return None
+    return default
+
+
+def _discover(overrides: dict[str, Any], organization_role: str | None) -> bool:
+    if "discover" not in overrides:
+        return False
+    if overrides["discover"] != "organization":
+        raise InputError(f"event field 'discover': {_shown(overrides['discover'])} is not "
+                         "organization")
+    if organization_role is None:
+        raise InputError(f"event field 'discover': the function has no {ENV_ORGANIZATION_ROLE}")
+    return True
 
 
 def _region(value: str, where: str) -> str:

@@ -135,6 +135,8 @@ def handler(event: object, context: object) -> dict[str, Any]:
         log.error("config", error=message)
         return {"error": message}
     try:
+        if config.discover:
+            return discover_targets(config, log)
         return run(config, log, started, deadline=_deadline(context))
     except InputError as exc:
         log.error("run", error=str(exc))
@@ -158,6 +160,25 @@ def _deadline(context: object) -> Deadline | None:
 
     remaining = max(0.0, float(remaining_ms()) / 1000)
     return Deadline.after(remaining - min(DEADLINE_MARGIN_S, remaining * DEADLINE_MARGIN_SHARE))
+
+
+def discover_targets(config: RunConfig, log: RunLog) -> dict[str, Any]:
+    """`{"discover": "organization"}`: the fan-out's events, one per active account of the
+    organization and region (docs/runtime.md); nothing is scanned."""
+    from engine.sources.aws.failures import Tally
+    from engine.sources.aws.organization import fan_out_targets
+    from engine.sources.registry import ScanOptions
+
+    warnings: list[str] = []
+    with log.timed("discover", {}) as fields:
+        targets = fan_out_targets(ScanOptions(regions=config.regions,
+                                              role_name=config.organization_role),
+                                  Tally(), warnings)
+        fields.update(targets=len(targets), accounts=len({t["account"] for t in targets}),
+                      warnings=len(warnings))
+    for warning in warnings:
+        log.warning("discover", message=warning)
+    return {"targets": targets, "warnings": warnings}
 
 
 def utc_now() -> datetime:
@@ -204,6 +225,7 @@ def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
     telemetry = config.telemetry
     options = ScanOptions(
         regions=config.regions, role_arns=config.role_arns,
+        organization=config.organization_role is not None, role_name=config.organization_role,
         prometheus_url=telemetry.prometheus_url, prometheus_token=telemetry.prometheus_token,
         prometheus_basic_auth=telemetry.prometheus_basic_auth,
         prometheus_ca=telemetry.prometheus_ca, dcgm_url=telemetry.dcgm_url,

@@ -260,9 +260,13 @@ def test_assume_role_only_on_the_listed_roles(module: dict[str, Any]) -> None:
     function = blocks_of(module, "data", "aws_iam_policy_document")["function"]
     assumes = [d["statement"] for d in function["dynamic"]
                if "statement" in d and "sts:AssumeRole" in d["statement"]["content"][0]["actions"]]
-    (assume,) = assumes
+    (assume, organization) = assumes  # the listed roles; one role name (organization_role_name)
     assert assume["for_each"] == "${length(var.role_arns) > 0 ? [var.role_arns] : []}"
     assert assume["content"][0]["resources"] == "${statement.value}"
+    assert organization["for_each"] == (
+        "${var.organization_role_name != null ? [var.organization_role_name] : []}")
+    assert organization["content"][0]["resources"] == [
+        "arn:${local.p}:iam::*:role/${statement.value}"]
     reports = [s for s in function["statement"] if s["actions"] == ["s3:PutObject"]]
     assert reports[0]["resources"] == ["${aws_s3_bucket.reports.arn}/${var.report_prefix}/*"]
 

@@ -11,6 +11,8 @@ The package, one concept per module:
 - `clients`: boto3 clients per (account, region, service), retries, CLIENT_HOOKS;
 - `failures`: a failed call classified in one line, and the scan's warnings;
 - `discovery`: accounts (ambient or assumed roles) and their enabled regions;
+- `organization`: `--organization`, every ACTIVE account of the AWS Organization through one
+  role name (also the fan-out's targets);
 - `inventory`: every section a region scan reads, each entry (`section.AwsSection`) carrying
   its reader, its normalizer and the IAM actions it calls; the entries live by concept in
   `compute` (instances, launch templates, autoscaling groups, EKS node groups), `storage` (EBS

@@ -8,8 +8,8 @@ credentials, since the member role rarely exists in the management account. A ro
 be assumed is one warning naming the account, and the other accounts are scanned. The number of
 accounts (`--max-accounts`) and the concurrency of the assumptions (`max_workers`) are bounded.
 
-`active_member_accounts` is also what the fan-out's target discovery calls
-(`engine.sources.aws.organization_targets`).
+`fan_out_targets` gives the same accounts to the Step Functions fan-out (the function's
+`{"discover": "organization"}` event): one invocation event per (account, region).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from engine.sources.aws.permissions import IamDeclarations
 from engine.sources.collected import ScanOptions
 
 DEFAULT_ROLE_NAME = "OrganizationAccountAccessRole"
+# Step Functions passes at most 256 KB between states: about this many fan-out events.
+MAX_FAN_OUT_TARGETS = 2000
 IAM = IamDeclarations()
 # An IAM role name, optionally behind a path (`gpuwarden/scan`).
 _ROLE_NAME = re.compile(r"^(?:[\w+=,.@-]{1,64}/){0,8}[\w+=,.@-]{1,64}$")
@@ -126,3 +128,29 @@ def connect_organization(options: ScanOptions, tally: Tally, warnings: list[str]
     for member_warnings in own_warnings:  # in the organization's order, whatever finished first
         warnings.extend(member_warnings)
     return AwsClients(account for account in found if account is not None)
+
+
+def fan_out_targets(options: ScanOptions, tally: Tally, warnings: list[str]
+                    ) -> list[dict[str, Any]]:
+    """The fan-out's events, one per active account and region (`options.regions`, else the
+    session's): `role_arn` for the members, `"organization": false` for the caller's own
+    account (scanned with the function's credentials). At most MAX_FAN_OUT_TARGETS."""
+    role_name = checked_role_name(options.role_name)
+    base, home = base_and_home(options)
+    caller = caller_account(base, home, tally, warnings)
+    if caller is None or caller.account_id is None:
+        raise InputError("aws: cannot tell the function's own account (sts GetCallerIdentity)")
+    members = active_member_accounts(base, home, max(1, options.max_accounts), tally, warnings)
+    partition = base.get_partition_for_region(home) or "aws"
+    targets: list[dict[str, Any]] = []
+    for member in members:
+        event: dict[str, Any] = {"account": member.account_id}
+        if member.account_id == caller.account_id:
+            event["organization"] = False
+        else:
+            event["role_arn"] = member_role_arn(partition, member.account_id, role_name)
+        targets.extend({**event, "regions": [region]} for region in options.regions or (home,))
+    if len(targets) > MAX_FAN_OUT_TARGETS:
+        warnings.append(f"aws: {len(targets)} (account, region) targets; the fan-out takes the "
+                        f"first {MAX_FAN_OUT_TARGETS}")
+    return targets[:MAX_FAN_OUT_TARGETS]

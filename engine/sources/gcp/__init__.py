@@ -22,9 +22,10 @@ What it decides, and why (matching the Terraform adapter, so both doors give one
   scan goes on; when every project fails, the scan fails with the first project's reason.
 
 Modules: `clients` (settings, clients, retries), `failures` (errors in one line), `readers`
-(listing projects, instances and disks), `normalizers` (objects to resources), `shapes` (the
-snapshot objects' expected fields), `snapshot` (the `gcp:` section). This package holds the
-settings `collect` connects with: replace `SETTINGS` to point the source elsewhere.
+(listing projects, instances and disks), `hierarchy` (the projects under `--folder` nodes),
+`normalizers` (objects to resources), `shapes` (the snapshot objects' expected fields),
+`snapshot` (the `gcp:` section). This package holds the settings `collect` connects with:
+replace `SETTINGS` to point the source elsewhere.
 """
 
 from __future__ import annotations

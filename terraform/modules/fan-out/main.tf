@@ -2,6 +2,10 @@
 # map invokes the gpuwarden function once per (account, region) with
 # {"regions": [region], "role_arn": ..., "account": ...}, at most max_concurrency at a time.
 # Each invocation writes its own report; the execution shows which targets failed.
+#
+# With var.organization the targets are not listed here: the first state asks the function
+# ({"discover": "organization"}, the same account discovery as `scan --organization`) at each
+# run, so accounts joining or leaving the organization need no apply.
 
 data "aws_partition" "current" {}
 data "aws_caller_identity" "current" {}
@@ -22,17 +26,46 @@ locals {
   state_machine_arn = "arn:${data.aws_partition.current.partition}:states:${data.aws_region.current.name}:${data.aws_caller_identity.current.account_id}:stateMachine:${var.name}"
   execution_arns    = "arn:${data.aws_partition.current.partition}:states:${data.aws_region.current.name}:${data.aws_caller_identity.current.account_id}:execution:${var.name}/*"
 
+  lambda_invoke = "arn:${data.aws_partition.current.partition}:states:::lambda:invoke"
+  lambda_retry = [{
+    ErrorEquals     = ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException"]
+    IntervalSeconds = 5
+    MaxAttempts     = 3
+    BackoffRate     = 2
+    JitterStrategy  = "FULL"
+  }]
+
+  listed_targets = {
+    Type       = "Pass"
+    Result     = local.items
+    ResultPath = "$.targets"
+    Next       = "ScanEachTarget"
+  }
+
+  # The function lists the organization's accounts; each of its events gets event_overrides.
+  discovered_targets = {
+    Type       = "Task"
+    Resource   = local.lambda_invoke
+    Parameters = { FunctionName = var.function_arn, Payload = { discover = "organization", regions = try(var.organization.regions, []) } }
+    ResultSelector = {
+      "targets.$" = "$.Payload.targets"
+      overrides   = var.event_overrides
+    }
+    Retry = local.lambda_retry
+    Next  = "ScanEachTarget"
+  }
+
+  merge_overrides = {
+    ItemSelector = { "event.$" = "States.JsonMerge($$.Map.Item.Value, $.overrides, false)" }
+  }
+
   definition = jsonencode({
     Comment = "gpuwarden: one scan per (account, region)"
     StartAt = "Targets"
     States = {
-      Targets = {
-        Type       = "Pass"
-        Result     = local.items
-        ResultPath = "$.targets"
-        Next       = "ScanEachTarget"
-      }
-      ScanEachTarget = {
+      # (a tuple indexed, not a conditional: the two states are objects of different shapes)
+      Targets = [local.listed_targets, local.discovered_targets][var.organization == null ? 0 : 1]
+      ScanEachTarget = merge([{}, local.merge_overrides][var.organization == null ? 0 : 1], {
         Type      = "Map"
         Label     = "ScanEachTarget"
         ItemsPath = "$.targets"
@@ -42,17 +75,11 @@ locals {
           States = {
             Scan = {
               Type       = "Task"
-              Resource   = "arn:${data.aws_partition.current.partition}:states:::lambda:invoke"
-              Parameters = { FunctionName = var.function_arn, "Payload.$" = "$" }
+              Resource   = local.lambda_invoke
+              Parameters = { FunctionName = var.function_arn, "Payload.$" = var.organization == null ? "$" : "$.event" }
               OutputPath = "$.Payload"
-              Retry = [{
-                ErrorEquals     = ["Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException"]
-                IntervalSeconds = 5
-                MaxAttempts     = 3
-                BackoffRate     = 2
-                JitterStrategy  = "FULL"
-              }]
-              Next = "Rejected?"
+              Retry      = local.lambda_retry
+              Next       = "Rejected?"
             }
             # The function answers a bad event with {"error": ...} instead of failing.
             "Rejected?" = {
@@ -68,7 +95,7 @@ locals {
         ToleratedFailurePercentage = var.tolerated_failure_percentage
         ResultPath                 = null
         End                        = true
-      }
+      })
     }
   })
 }
@@ -197,6 +224,13 @@ resource "aws_sfn_state_machine" "this" {
     enabled = var.tracing_enabled
   }
 
+  lifecycle {
+    precondition {
+      condition     = (length(var.targets) > 0) != (var.organization != null)
+      error_message = "Give targets or organization (exactly one of them)."
+    }
+  }
+
   tags = var.tags
 
   depends_on = [aws_iam_role_policy.state_machine]
@@ -245,7 +279,7 @@ resource "aws_iam_role_policy" "scheduler" {
 
 resource "aws_scheduler_schedule" "this" {
   name        = var.name
-  description = "gpuwarden fan-out over ${length(local.items)} (account, region) targets"
+  description = var.organization == null ? "gpuwarden fan-out over ${length(local.items)} (account, region) targets" : "gpuwarden fan-out over the organization's accounts"
   group_name  = "default"
   state       = var.schedule_enabled ? "ENABLED" : "DISABLED"
 

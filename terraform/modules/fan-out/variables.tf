@@ -15,21 +15,35 @@ variable "function_arn" {
 }
 
 variable "targets" {
-  description = "Accounts to scan: the role the function assumes in each and its regions. One invocation per (account, region)."
+  description = "Accounts to scan: the role the function assumes in each and its regions. One invocation per (account, region). Empty with organization."
   type = list(object({
     account_id = string
     role_arn   = string
     regions    = list(string)
   }))
+  default = []
 
   validation {
-    condition     = length(var.targets) > 0 && alltrue([for t in var.targets : length(t.regions) > 0])
-    error_message = "targets: at least one, each with at least one region."
+    condition     = alltrue([for t in var.targets : length(t.regions) > 0])
+    error_message = "targets: each with at least one region."
   }
 
   validation {
     condition     = alltrue([for t in var.targets : can(regex("^arn:aws[a-z-]*:iam::${t.account_id}:role/", t.role_arn))])
     error_message = "targets: each role_arn must be an IAM role of its account_id."
+  }
+}
+
+variable "organization" {
+  description = "Instead of targets: every ACTIVE account of the AWS Organization, listed at each run by the function itself ({\"discover\": \"organization\"}; deploy it with organization_role_name), scanned in these regions."
+  type = object({
+    regions = list(string)
+  })
+  default = null
+
+  validation {
+    condition     = var.organization == null || try(length(var.organization.regions) > 0 && length(var.organization.regions) <= 64, false)
+    error_message = "organization: 1 to 64 regions."
   }
 }
 

@@ -14,6 +14,10 @@
 # engine never plans a change on production), tag writes limited to gpuwarden's own keys.
 # The same scan document serves the roles of member accounts (output member_role_policy_json):
 # resource ARNs leave the account open, and a role only ever acts in its own account.
+#
+# Whole organization (var.organization_role_name): the function's own role lists the accounts
+# (organization_actions, engine/sources/aws/organization.py) and may assume that one role name
+# in any account; the member roles' trust policies decide which accounts let it in.
 
 locals {
   read_only_actions = [
@@ -41,6 +45,9 @@ locals {
     "sagemaker:ListTags",
     "sagemaker:ListTrainingJobs",
   ]
+
+  # Listing the organization's accounts: the function's own role only, never member roles.
+  organization_actions = ["organizations:ListAccounts"]
 
   p = data.aws_partition.current.partition
 
@@ -243,6 +250,26 @@ data "aws_iam_policy_document" "function" {
       effect    = "Allow"
       actions   = ["sts:AssumeRole"]
       resources = statement.value
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.organization_role_name != null ? [local.organization_actions] : []
+    content {
+      sid       = "ListOrganizationAccounts"
+      effect    = "Allow"
+      actions   = statement.value
+      resources = ["*"]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.organization_role_name != null ? [var.organization_role_name] : []
+    content {
+      sid       = "AssumeOrganizationRoles"
+      effect    = "Allow"
+      actions   = ["sts:AssumeRole"]
+      resources = ["arn:${local.p}:iam::*:role/${statement.value}"]
     }
   }
 }

@@ -14,6 +14,7 @@ locals {
     },
     length(var.regions) > 0 ? { GPUWARDEN_REGIONS = join(",", var.regions) } : {},
     length(var.role_arns) > 0 ? { GPUWARDEN_ROLE_ARNS = join(",", var.role_arns) } : {},
+    var.organization_role_name != null ? { GPUWARDEN_ORGANIZATION_ROLE = var.organization_role_name } : {},
     var.report_encryption == "aws:kms" && var.kms_key_arn != null ? { GPUWARDEN_REPORT_KMS_KEY_ID = var.kms_key_arn } : {},
   )
 

@@ -100,6 +100,17 @@ variable "role_arns" {
   }
 }
 
+variable "organization_role_name" {
+  description = "Scan the whole AWS Organization: the role (name, optionally behind a path) assumed in every ACTIVE member account, e.g. \"gpuwarden-scan\". Deploy the function in the management account or a delegated administrator account. Null: role_arns, or the function's own account."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.organization_role_name == null || can(regex("^([A-Za-z0-9+=,.@_-]{1,64}/){0,8}[A-Za-z0-9+=,.@_-]{1,64}$", var.organization_role_name))
+    error_message = "organization_role_name: an IAM role name (letters, digits, +=,.@_-), optionally behind a path."
+  }
+}
+
 variable "max_actions" {
   description = "Blast radius: the most changes one run may make."
   type        = number
