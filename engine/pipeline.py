@@ -10,7 +10,7 @@ prints warnings, the Lambda logs one JSON line per stage) without owning any of 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -143,8 +143,9 @@ class ScanRequest:
     notify: tuple[Target, ...] = ()  # --notify: a digest of the new failing findings
     notify_state: Path | None = None  # None: next to the audit log
     history: str | None = None  # --history: "new" for --notify is new since its last run
-    # False: a dry run lets go of the sources' native objects once collected and saved
-    # (`ScanResult.collected.snapshot` is then empty); True for a caller that reads them after.
+    # False: a dry run lets go of what it read as soon as it can (the sources' native objects
+    # once collected and saved, each resource once judged): `ScanResult.collected` is then
+    # empty. True for a caller that reads them after (history, the HTML report's charts).
     keep_natives: bool = True
 
 
@@ -267,8 +268,13 @@ def release_natives(collected: Collected, policies: Sequence[CompiledPolicy]) ->
 def _evaluate(request: ScanRequest, engine: Engine, collected: Collected,
               hooks: ScanHooks) -> Report:
     with hooks.stage("evaluate", {}) as fields:
-        report = evaluate_and_plan(engine, collected.resources, request.now, door=request.door,
-                                   show_passed=request.show_passed, mode=request.mode)
+        if request.mode == "dry-run" and not request.keep_natives:
+            report = evaluate_handing_over(engine, collected, request.now, door=request.door,
+                                           show_passed=request.show_passed)
+        else:
+            report = evaluate_and_plan(engine, collected.resources, request.now,
+                                       door=request.door, show_passed=request.show_passed,
+                                       mode=request.mode)
         summary = report.summary
         fields.update(findings=summary.findings, failed=summary.failed, unknown=summary.unknown,
                       passed=summary.passed, exempted=summary.exempted,
@@ -303,6 +309,41 @@ def evaluate_and_plan(engine: Engine, resources: Iterable[Resource], now: dateti
     evaluation = engine.assess(resources, now, door=door, show_passed=show_passed, mode=mode,
                                documents=plan_documents(plans), cost_changes=cost_changes)
     return plan_resumes(plan_remediations(evaluation, engine.policies), resources, now)
+
+
+def evaluate_handing_over(engine: Engine, collected: Collected, now: datetime, *,
+                          door: Door | None = None, show_passed: bool = False) -> Report:
+    """`evaluate_and_plan` of the collected resources, for a dry run that keeps nothing after:
+    each resource is handed over to the evaluation and let go once judged, each finding has
+    its remediation planned as it is made (`collected.resources` is left empty). The same
+    report, without every resource held beside every finding to the end."""
+    from engine.core.evaluate import Judged
+    from remediations.planning import (
+        plan_resumes,
+        planned_finding,
+        remediation_actions,
+        stop_mark,
+    )
+
+    pending: list[Resource | None] = list(collected.resources)
+    collected.resources = []
+    actions = remediation_actions(engine.policies)
+    marked: list[Resource] = []  # what gpuwarden stopped itself, for `plan_resumes`
+
+    def handed_over() -> Iterator[Resource]:
+        for index, resource in enumerate(pending):
+            pending[index] = None
+            if resource is not None:
+                if stop_mark(resource) is not None:
+                    marked.append(resource)
+                yield resource
+
+    def settle(judged: Judged) -> Judged:
+        return Judged(planned_finding(judged, actions), None, judged.door)
+
+    evaluation = engine.assess(handed_over(), now, door=door, show_passed=show_passed,
+                               settle=settle)
+    return plan_resumes(evaluation.report, marked, now)
 
 
 def remediation_counts(report: Report) -> dict[str, int]:

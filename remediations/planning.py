@@ -8,7 +8,7 @@ reads the resource and door from there, so the policy core never plans anything.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,16 +44,26 @@ OFFHOURS_TAG = "gpuwarden-offhours"  # the resource's own schedule, when no sche
 # the kinds an executor can resume
 RESUMABLE_KINDS = frozenset({
     "aws_instance", "aws_autoscaling_group", "aws_eks_node_group", "google_compute_instance",
-    "azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine", "Deployment",
-    "StatefulSet"})
+    "azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine",
+    "azurerm_kubernetes_cluster_node_pool", "Deployment", "StatefulSet"})
 
 
 def plan_remediations(evaluation: Evaluation, policies: Iterable[CompiledPolicy]) -> Report:
     """The evaluation's report, each failing finding with its planned remediation."""
-    actions = {policy.id: policy.spec.remediations for policy in policies}
-    findings = [_planned(judged, actions.get(judged.finding.policy, ()))
-                for judged in evaluation.judged]
+    actions = remediation_actions(policies)
+    findings = [planned_finding(judged, actions) for judged in evaluation.judged]
     return evaluation.report.model_copy(update={"findings": findings})
+
+
+def remediation_actions(policies: Iterable[CompiledPolicy]) -> dict[str, Sequence[str]]:
+    """Each policy's remediations by policy id."""
+    return {policy.id: policy.spec.remediations for policy in policies}
+
+
+def planned_finding(judged: Judged, actions: Mapping[str, Sequence[str]]) -> Finding:
+    """One judged finding with its planned remediation, as `plan_remediations` plans it (for
+    a scan that plans each finding as it is made: `Engine.assess(settle=...)`)."""
+    return _planned(judged, actions.get(judged.finding.policy, ()))
 
 
 def _planned(judged: Judged, names: Sequence[str]) -> Finding:

@@ -22,7 +22,7 @@ from engine.cli import main
 from engine.core.model import Report
 from engine.outputs import RenderContext
 from engine.outputs.json_report import render, write_report
-from engine.pipeline import ScanRequest, ScanResult, run_scan
+from engine.pipeline import ScanRequest, ScanResult, build_engine, release_natives, run_scan
 from engine.sources.collected import ScanOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,20 +99,47 @@ def test_a_report_written_to_a_file_is_what_stdout_shows(
     assert written == outputs[0]
 
 
-def test_letting_go_of_the_natives_changes_no_result(estate: Path) -> None:
+def test_letting_go_of_what_was_read_changes_no_result(estate: Path) -> None:
     kept = scan(estate, keep_natives=True)
     released = scan(estate, keep_natives=False)
     assert comparable(released.report) == comparable(kept.report)
-    assert kept.collected.snapshot and not released.collected.snapshot
-    assert any(r.raw for r in kept.collected.resources)
-    assert not any(r.raw for r in released.collected.resources)
+    assert kept.collected.snapshot and kept.collected.resources
+    assert not released.collected.snapshot and not released.collected.resources
 
 
-def test_raw_stays_when_a_policy_reads_it(estate: Path, tmp_path: Path) -> None:
+def test_natives_and_raw_are_released_unless_a_policy_reads_raw(estate: Path,
+                                                                tmp_path: Path) -> None:
+    policy = tmp_path / "tenancy.yaml"
+    policy.write_text(RAW_POLICY, "utf-8")
+    for policies, raw_kept in (((), False), ((str(policy),), True)):
+        collected = scan(estate, keep_natives=True, policies=policies).collected
+        engine = build_engine(list(policies) or None)
+        release_natives(collected, engine.policies)
+        assert not collected.snapshot
+        assert any(r.raw for r in collected.resources) is raw_kept
+
+
+def test_a_policy_reading_raw_judges_the_same_either_way(estate: Path, tmp_path: Path) -> None:
     policy = tmp_path / "tenancy.yaml"
     policy.write_text(RAW_POLICY, "utf-8")
     kept = scan(estate, keep_natives=True, policies=(str(policy),))
     released = scan(estate, keep_natives=False, policies=(str(policy),))
     assert comparable(released.report) == comparable(kept.report)
     assert kept.report.summary.passed > 0  # the policy read raw.Placement.Tenancy
-    assert any(r.raw for r in released.collected.resources)
+
+
+def test_what_gpuwarden_stopped_is_resumed_either_way(tmp_path: Path) -> None:
+    bundle = generate_snapshot(resources=200, seed=5)
+    bundle["resources"].append({
+        "provider": "aws", "kind": "aws_instance", "category": "instance",
+        "id": "i-0stoppedbygpuwarden", "name": "stopped-trainer", "state": "stopped",
+        "instance_type": "g5.xlarge", "gpu": {"model": "NVIDIA A10G", "count": 1},
+        "tags": {"team": "vision", "gpuwarden:stopped-by":
+                 "gpu-off-hours-shutdown@2026-06-16T19:00:00+00:00"}})
+    path = tmp_path / "stopped.json"
+    write_snapshot(path, bundle)
+    kept, released = (scan(path, keep_natives=keep).report for keep in (True, False))
+    resumes = [f for f in released.findings
+               if f.remediation is not None and f.remediation.action == "resume"]
+    assert [f.resource.id for f in resumes] == ["i-0stoppedbygpuwarden"]
+    assert comparable(released) == comparable(kept)
