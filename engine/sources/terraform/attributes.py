@@ -37,6 +37,8 @@ def _marked(marks: Any, path: AttrPath) -> bool:
     if marks is True:
         return True
     for key in path:
+        if not marks:  # most values carry no mark: nothing below can be True
+            return False
         marks = step(marks, key)
         if marks is True:
             return True
@@ -77,7 +79,7 @@ class Attrs:
 
     def hidden(self, *path: str | int) -> bool:
         """True when the value at `path` is unknown until apply or withheld as sensitive."""
-        return self.is_unknown(*path) or self.is_sensitive(*path)
+        return _marked(self._unknown, path) or _marked(self._sensitive, path)
 
     def has(self, key: str) -> bool:
         """Whether the provider schema shows attribute `key` at all (known or unknown)."""
@@ -103,7 +105,8 @@ class Attrs:
     # values ------------------------------------------------------------------------------------
 
     def get(self, *path: str | int) -> Any:
-        return None if self.hidden(*path) else dig(self.value, path)
+        hidden = _marked(self._unknown, path) or _marked(self._sensitive, path)
+        return None if hidden else dig(self.value, path)
 
     def text(self, *path: str | int) -> str | None:
         value = self.get(*path)

@@ -69,16 +69,16 @@ def check_change(change: Any, position: int, source: str) -> None:
     if not isinstance(change.get("type", ""), str):
         raise InputError(f"{printable(address)}: type must be a string, found "
                          f"{json_type(change['type'])}", file=source)
-    address = printable(address)  # as messages echo it
     body = change.get("change")
     if not isinstance(body, dict):
-        raise InputError(f"{address}: 'change' must be an object", file=source)
+        raise InputError(f"{printable(address)}: 'change' must be an object", file=source)
     actions = body.get("actions")
     if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
-        raise InputError(f"{address}: change.actions must be a list of strings", file=source)
+        raise InputError(f"{printable(address)}: change.actions must be a list of strings",
+                         file=source)
     after = body.get("after")
     if tuple(actions) in EVALUATED_ACTIONS and not isinstance(after, dict):
-        raise InputError(f"{address}: change.after must be an object", file=source)
+        raise InputError(f"{printable(address)}: change.after must be an object", file=source)
 
 
 def _looks_like_state(document: Mapping[str, Any]) -> bool:
