@@ -121,3 +121,20 @@ def test_only_templates_with_loops_or_calls_carry_a_render_budget() -> None:
     looping = compile_message("{% for i in range(999) %}{% for j in range(999) %}"
                               "{% endfor %}{% endfor %}")
     assert "message template failed" in looping.render({}, fallback="t")
+
+
+def test_spot_discounts_are_remembered_by_what_they_are_computed_from(make_resource: Make
+                                                                      ) -> None:
+    catalog = builtin_catalog()
+    box = make_resource(instance_type="p3.2xlarge", capacity="on-demand", region="us-east-1")
+    twin = make_resource(id="i-twin", instance_type="p3.2xlarge", capacity="on-demand",
+                         region="us-east-1")
+    live = box.model_copy(update={"spot_hourly_usd": 0.5})
+    elsewhere = box.model_copy(update={"region": "eu-west-1"})
+    outside = [costs.spot_discount(r, catalog) for r in (box, live, elsewhere)]
+    with remembered_spend():
+        first = costs.spot_discount(box, catalog)
+        assert costs.spot_discount(twin, catalog) is first
+        inside = [costs.spot_discount(r, catalog) for r in (box, live, elsewhere)]
+    assert inside == outside
+    assert inside[0] != inside[1]  # a live spot price is its own key

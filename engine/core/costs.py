@@ -73,6 +73,21 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     """The share spot takes off this resource's on-demand price: the catalog's spot and
     on-demand prices of its type in its region where both are listed, else the cloud's
     typical discount (an estimate)."""
+    memo = _RUN_MEMO.get()
+    if memo is None:
+        return _spot_discount(resource, catalog)
+    key = (id(catalog), resource.instance_type, resource.region, resource.provider,
+           resource.spot_hourly_usd, resource.hourly_usd)
+    found = memo.discounts.get(key)
+    if found is None:
+        found = _spot_discount(resource, catalog)
+        if len(memo.discounts) >= _MAX_DISCOUNTS:
+            memo.discounts.clear()
+        memo.discounts[key] = found
+    return found
+
+
+def _spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     if resource.spot_hourly_usd is not None and resource.hourly_usd:
         market = resource.spot_hourly_usd
         discount = max(0.0, 1.0 - market / resource.hourly_usd)
@@ -112,18 +127,21 @@ def _no_compute(resource: Resource) -> str | None:
     return None
 
 
-class _LastSpend:
-    """The last resource priced in one evaluation and its spend (`remembered_spend`)."""
+class _RunMemo:
+    """What one evaluation remembers of prices (`remembered_spend`): the last resource priced
+    and its spend, and spot discounts by what they are computed from."""
 
-    __slots__ = ("catalog", "resource", "spend")
+    __slots__ = ("catalog", "discounts", "resource", "spend")
 
     def __init__(self) -> None:
         self.resource: Resource | None = None
         self.catalog: Catalog | None = None
         self.spend = Spend(None, "")
+        self.discounts: dict[tuple[Any, ...], tuple[float, str]] = {}
 
 
-_LAST_SPEND: ContextVar[_LastSpend | None] = ContextVar("gpuwarden_last_spend", default=None)
+_RUN_MEMO: ContextVar[_RunMemo | None] = ContextVar("gpuwarden_price_memo", default=None)
+_MAX_DISCOUNTS = 4096  # types × regions × live prices: from input, so bounded
 
 
 @contextmanager
@@ -131,24 +149,25 @@ def remembered_spend() -> Iterator[None]:
     """Within it (one evaluation), the spend of the resource priced last is remembered: an
     evaluation asks it of one resource about ten times in a row (each policy's estimate, the
     savings cap, the scanned spend). By identity, and only for the run: a changed copy
-    (`model_copy(update=...)`) is another object, and nothing outlives the evaluation."""
-    token = _LAST_SPEND.set(_LastSpend())
+    (`model_copy(update=...)`) is another object, and nothing outlives the evaluation. Spot
+    discounts are remembered by everything they are computed from."""
+    token = _RUN_MEMO.set(_RunMemo())
     try:
         yield
     finally:
-        _LAST_SPEND.reset(token)
+        _RUN_MEMO.reset(token)
 
 
 def resource_spend(resource: Resource, catalog: Catalog) -> Spend:
     """What the resource costs per month as configured: the one price every figure about it
     starts from (savings, unallocated spend, custom policies)."""
-    last = _LAST_SPEND.get()
-    if last is None:
+    memo = _RUN_MEMO.get()
+    if memo is None:
         return _spend_of(resource, catalog)
-    if last.resource is not resource or last.catalog is not catalog:
-        last.spend = _spend_of(resource, catalog)
-        last.resource, last.catalog = resource, catalog
-    return last.spend
+    if memo.resource is not resource or memo.catalog is not catalog:
+        memo.spend = _spend_of(resource, catalog)
+        memo.resource, memo.catalog = resource, catalog
+    return memo.spend
 
 
 def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
