@@ -10,6 +10,11 @@
 - `resume` (planned when the mark's schedule is on): `virtualMachines.start` of a VM that still
   carries the mark and is deallocated (or stopped), then the mark's tags are deleted (Tags API,
   operation Delete). A VM deallocated by anyone else carries no mark and is never started.
+- AKS node pool (`stop` and `resume`): a User pool is scaled to zero through the AgentPools API
+  (read, then written back whole with `count` 0 and the autoscaler off), its size kept in the
+  pool's tag `gpuwarden:previous-size` ("min,max,count"; min and max 0 when it had no
+  autoscaler) beside the stop mark; resume restores that size (and the autoscaler) and drops the
+  three tags. A System pool cannot go to zero and is skipped.
 - `mark-violation`: tag `gpuwarden:violation` = `<policy>@<yyyy-mm-dd>`, merged into the
   resource's tags through the Tags API (`Microsoft.Resources/tags`, operation Merge), so other
   tags are never rewritten and the Tag Contributor role is enough. Marks of several policies are
@@ -35,6 +40,7 @@ from engine.core.model import Finding, Report, Resource
 from engine.sources.azure import (
     DISK_KIND,
     LINUX_VM_KIND,
+    NODE_POOL_KIND,
     WINDOWS_VM_KIND,
     ArmId,
     AzureClients,
@@ -62,6 +68,9 @@ VM_KINDS = frozenset({LINUX_VM_KIND, WINDOWS_VM_KIND})
 MARKABLE_KINDS = VM_KINDS | {DISK_KIND}
 ALREADY_DEALLOCATED = frozenset({"deallocated", "deallocating"})
 RESUMABLE = frozenset({"deallocated", "stopped"})
+PREVIOUS_SIZE_TAG = "gpuwarden:previous-size"
+POOL_MARKS = (STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG)
+MAX_NODES = 5_000  # a larger recorded size is not trusted
 
 
 class ActionError(Exception):
@@ -100,6 +109,26 @@ def _call(call: Callable[[], Any]) -> Any:
         raise ActionError(describe_error(exc)[0]) from exc
 
 
+def _pool_size(pool: Any) -> dict[str, Any]:
+    autoscaling = bool(pool.enable_auto_scaling)
+    return {"count": int(pool.count or 0), "min": int(pool.min_count or 0) if autoscaling else 0,
+            "max": int(pool.max_count or 0) if autoscaling else 0, "autoscaling": autoscaling}
+
+
+def _parse_pool_size(text: str) -> tuple[int, int, int] | None:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
+        return None
+    minimum, maximum, count = (min(int(part), MAX_NODES) for part in parts)
+    return minimum, maximum, count
+
+
+def _pool_request(resource: Resource, pool: Any) -> dict[str, Any]:
+    """What is written, for the audit log: the pool's id and the fields changed."""
+    return {"id": resource.id, "count": pool.count, "enableAutoScaling": pool.enable_auto_scaling,
+            "minCount": pool.min_count, "maxCount": pool.max_count, "tags": dict(pool.tags or {})}
+
+
 def _vm_params(ref: ArmId) -> dict[str, str]:
     return {"subscription": ref.subscription, "resourceGroup": ref.resource_group,
             "vmName": ref.name}
@@ -134,6 +163,8 @@ class AzureActions:
         return True, power_state({"properties": {"instanceView": plain(view)}})
 
     def stop(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        if resource.kind == NODE_POOL_KIND:
+            return self._scale_pool(finding, resource)
         ref = parse_arm_id(resource.id) if resource.kind in VM_KINDS else None
         if ref is None:
             return NoChange(f"no stop action for a {resource.kind}")
@@ -167,6 +198,8 @@ class AzureActions:
 
     def resume(self, finding: Finding, resource: Resource) -> Change | NoChange:
         """Start a VM gpuwarden deallocated (its mark still on it), then delete the mark."""
+        if resource.kind == NODE_POOL_KIND:
+            return self._resume_pool(resource)
         ref = parse_arm_id(resource.id) if resource.kind in VM_KINDS else None
         if ref is None:
             return NoChange(f"no resume action for a {resource.kind}")
@@ -195,6 +228,81 @@ class AzureActions:
                                           "properties": {"tags": marks}}}
         return Change(before, request, apply,
                       f"started {resource.id} (was {power}, deallocated by gpuwarden)")
+
+    # AKS node pools ------------------------------------------------------------------------
+
+    def _pool(self, resource: Resource) -> tuple[Any, Callable[[Any], Any]] | None:
+        """(the agent pool as read now, a function writing it back whole); None when gone."""
+        cluster_id, _, name = resource.id.rpartition("/agentPools/")
+        ref = parse_arm_id(cluster_id)
+        if ref is None or not name:
+            return None
+        pools = self.clients.containers(ref.subscription).agent_pools
+        pool = _call(lambda: pools.get(ref.resource_group, ref.name, name))
+        if pool is None:
+            return None
+
+        def write(body: Any) -> Any:
+            return _call(lambda: pools.begin_create_or_update(ref.resource_group, ref.name,
+                                                              name, body, polling=False))
+
+        return pool, write
+
+    def _scale_pool(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        found = self._pool(resource)
+        if found is None:
+            return NoChange(f"{resource.id} no longer exists")
+        pool, write = found
+        before = _pool_size(pool)
+        tags = {str(k): str(v) for k, v in (pool.tags or {}).items()}
+        protected = protection(finding.policy, {**resource.tags, **tags},
+                               fallback=resource.namespace_labels)
+        if protected:
+            return NoChange(protected, before)
+        if str(getattr(pool.mode, "value", pool.mode)).lower() == "system":
+            return NoChange(f"{resource.id} is a System node pool: it cannot scale to zero",
+                            before)
+        if before["count"] == 0:
+            return NoChange(f"{resource.id} is already at zero", before)
+        size = f"{before['min']},{before['max']},{before['count']}"
+        pool.tags = {**tags, PREVIOUS_SIZE_TAG: size, **self._stop_marks(finding)}
+        pool.count, pool.enable_auto_scaling, pool.min_count, pool.max_count = 0, False, None, None
+
+        def apply() -> dict[str, Any]:
+            if write(pool) is None:
+                raise ActionError(f"{resource.id} no longer exists")
+            return {"count": 0}
+
+        return Change(before, {"agentPools.createOrUpdate": _pool_request(resource, pool)},
+                      apply, f"scaled node pool {resource.id} to zero (was {size} "
+                      f"min,max,count; kept in tag {PREVIOUS_SIZE_TAG})")
+
+    def _resume_pool(self, resource: Resource) -> Change | NoChange:
+        found = self._pool(resource)
+        if found is None:
+            return NoChange(f"{resource.id} no longer exists")
+        pool, write = found
+        before = _pool_size(pool)
+        tags = {str(k): str(v) for k, v in (pool.tags or {}).items()}
+        previous = _parse_pool_size(tags.get(PREVIOUS_SIZE_TAG, ""))
+        if STOPPED_BY_TAG not in tags or previous is None:
+            return NoChange(f"{resource.id} carries no {STOPPED_BY_TAG} mark", before)
+        if before["count"] != 0:
+            return NoChange(f"{resource.id} is no longer at zero", before)
+        minimum, maximum, count = previous
+        pool.tags = {key: value for key, value in tags.items() if key not in POOL_MARKS}
+        pool.count = count
+        if maximum > 0:
+            pool.enable_auto_scaling, pool.min_count, pool.max_count = True, minimum, maximum
+
+        def apply() -> dict[str, Any]:
+            if write(pool) is None:
+                raise ActionError(f"{resource.id} no longer exists")
+            return {"count": count, "min": minimum, "max": maximum}
+
+        return Change(before, {"agentPools.createOrUpdate": _pool_request(resource, pool)},
+                      apply, f"restored node pool {resource.id} to {minimum},{maximum},{count}"
+                      " min,max,count")
 
     def _stop_marks(self, finding: Finding) -> dict[str, str]:
         at = self.marked_at or self.clock()

@@ -267,7 +267,7 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                                              json.loads(raw) if raw else None))
                 self._route(url.path, query)
 
-        do_GET = do_POST = do_PATCH = _handle
+        do_GET = do_POST = do_PATCH = do_PUT = _handle
 
         def _route(self, path: str, query: dict[str, list[str]]) -> None:
             if api.reject_all or self.headers.get("Authorization") != "Bearer test-token":
@@ -316,6 +316,8 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                 return self._page([c.as_dict() for c in state.clusters], path, query)
             if len(parts) >= 8 and parts[5:7] == ["Microsoft.Compute", "virtualMachines"]:
                 return self._vm_action("/" + "/".join(parts[:8]), parts[8:])
+            if len(parts) == 10 and parts[6:9:2] == ["managedClusters", "agentPools"]:
+                return self._agent_pool(state, parts[7], parts[9], path)
             return self._send(404, _arm_error("ResourceNotFound", f"{path} was not found."))
 
         def _vm_json(self, vm: cm.VirtualMachine, with_status: bool) -> dict[str, Any]:
@@ -353,6 +355,25 @@ def make_handler(api: FakeArm) -> type[BaseHTTPRequestHandler]:
                 return self._send(202, None, {"Azure-AsyncOperation": operation,
                                               "Location": operation, "Retry-After": "10"})
             return self._send(405, _arm_error("MethodNotAllowed", "not supported"))
+
+        def _agent_pool(self, state: SubscriptionState, cluster_name: str, name: str,
+                        path: str) -> None:
+            """GET an agent pool, or PUT it whole (count, autoscaler, tags)."""
+            pools = [pool for found in state.clusters if found.name == cluster_name
+                     for pool in found.properties.agent_pool_profiles if pool.name == name]
+            if not pools:
+                return self._send(404, _arm_error("NotFound", f"{path} was not found."))
+            pool = pools[0]
+            if self.command == "PUT":
+                body = (api.requests[-1].body or {}).get("properties") or {}
+                pool.count, pool.tags = body.get("count"), body.get("tags") or {}
+                pool.enable_auto_scaling = body.get("enableAutoScaling")
+                pool.min_count, pool.max_count = body.get("minCount"), body.get("maxCount")
+            fields = {key: getattr(pool, key) for key in (
+                "count", "vm_size", "os_type", "mode", "type", "scale_set_priority",
+                "node_labels", "tags", "enable_auto_scaling", "min_count", "max_count",
+                "power_state", "provisioning_state")}
+            self._send(200, km.AgentPool(id=path, name=name, **fields).as_dict())
 
         def _tags(self, scope: str) -> None:
             target = api.resource(scope)
@@ -741,9 +762,10 @@ def test_enforce_deallocates_off_hours_vms_and_audits(
     results = {name: f["remediation"]["status"]
                for name, f in by_policy(report, "gpu-off-hours-shutdown").items()}
     assert results == {"train-a100": "applied", "spot-t4": "applied", "win-v100": "applied",
-                       "gpuspot": "skipped", "gpu": "skipped"}  # AKS pools: no executor action
+                       "gpuspot": "applied", "gpu": "applied"}  # AKS pools scaled to zero
     pool = by_policy(report, "gpu-off-hours-shutdown")["gpu"]["remediation"]
-    assert pool["detail"] == "no stop action for a azurerm_kubernetes_cluster_node_pool"
+    assert pool["detail"].endswith("/agentPools/gpu to zero (was 0,0,1 min,max,count; kept in "
+                                   "tag gpuwarden:previous-size)")
     win = by_policy(report, "gpu-off-hours-shutdown")["win-v100"]["remediation"]
     assert win["detail"] == f"deallocated {vm_id(DEV, 'win-v100')} (was stopped)"
     lines = [e for e in audit_lines(audit) if e["resource"] == vm_id(DEV, "train-a100")]
@@ -757,7 +779,9 @@ def test_enforce_deallocates_off_hours_vms_and_audits(
     assert (lines[1]["provider"], lines[1]["account"], lines[1]["region"]) == (
         "azure", DEV, "eastus")
     pool_line = [e for e in audit_lines(audit) if e["resource"].endswith("/agentPools/gpu")]
-    assert [(e["phase"], e["result"]) for e in pool_line] == [("check", "skipped")]
+    assert [(e["phase"], e["result"]) for e in pool_line] == [("before", None),
+                                                              ("after", "applied")]
+    assert [r.method for r in fake_arm.mutations() if "/agentPools/" in r.path] == ["PUT", "PUT"]
     serving = fake_arm.vm(vm_id(PROD, "serving"))
     assert serving is not None and serving.properties.instance_view.statuses[-1].code == \
         "PowerState/running"
@@ -768,12 +792,13 @@ def test_enforce_respects_the_blast_radius(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl", "--max-actions", "2")
-    assert len([r for r in fake_arm.mutations() if r.method == "POST"]) == 2
-    vms = {name: f["remediation"] for name, f in by_policy(report, "gpu-off-hours-shutdown").items()
-           if name in ("train-a100", "spot-t4", "win-v100")}
-    assert sorted(r["status"] for r in vms.values()) == ["applied", "applied", "skipped"]
-    [left] = [r for r in vms.values() if r["status"] == "skipped"]
-    assert left["detail"] == "blast radius: --max-actions 2 reached"
+    assert len([r for r in fake_arm.mutations() if r.method in ("POST", "PUT")]) == 2
+    stops = {name: f["remediation"] for name, f in
+             by_policy(report, "gpu-off-hours-shutdown").items()}
+    assert sorted(r["status"] for r in stops.values()) == ["applied", "applied", "skipped",
+                                                           "skipped", "skipped"]
+    assert {r["detail"] for r in stops.values() if r["status"] == "skipped"} == {
+        "blast radius: --max-actions 2 reached"}
 
 
 def test_enforce_is_idempotent(
@@ -783,8 +808,8 @@ def test_enforce_is_idempotent(
     enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
     first = len(fake_arm.mutations())
     report = enforce(capsys, monkeypatch, tmp_path / "a.jsonl")
-    assert len(fake_arm.mutations()) == first == 6  # 3 × mark and deallocate
-    assert set(by_policy(report, "gpu-off-hours-shutdown")) == {"gpuspot", "gpu"}
+    assert len(fake_arm.mutations()) == first == 8  # 3 × mark and deallocate, 2 pools
+    assert set(by_policy(report, "gpu-off-hours-shutdown")) == set()
 
 
 def test_a_stale_listing_skips_a_vm_already_deallocated(fake_arm: FakeArm, tmp_path: Path) -> None:
