@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import template_memo
 from engine.core.model import Capacity, GpuSpec, Resource
-from engine.core.templates import MAX_OUTPUT, MessageTemplate, compile_message
+from engine.core.templates import ENVIRONMENT, MAX_OUTPUT, MessageTemplate, compile_message
 from engine.loading.policies import load_policies
 
 NAMES = ["trainer", "a  b", " lead\nnewline ", "{{ r.name }}", "x" * (MAX_OUTPUT + 50), "", "ü"]
@@ -92,7 +92,7 @@ def test_values_that_are_not_plain_are_rendered_as_usual() -> None:
     rng = random.Random(1)
     values = _values(rng) | {"details": {"x": {"nested": 1}}}
     assert template.memo is not None
-    assert template.memo.key(values, getattr, lambda o, k: o[k]) is None
+    assert template.memo.key(values, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
     assert "nested" in template.render(values, fallback="T")
     assert not template.memo.texts
 
@@ -102,7 +102,7 @@ def test_a_set_shadowing_an_input_is_rendered_as_usual() -> None:
     rng = random.Random(2)
     assert template.memo is not None
     values = _values(rng)
-    assert template.memo.key(values, getattr, lambda o, k: o[k]) is None
+    assert template.memo.key(values, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
     assert template.render(values, fallback="T").endswith(" 5")
 
 

@@ -56,21 +56,42 @@ class MessageMemo:
         self.assigned = assigned  # names the template sets (never inputs)
         self.markers = {root: f"\x00{secrets.token_hex(8)}\x00" for root in named}
         self.texts: dict[tuple[Any, ...], str] = {}
+        # Each chain prefix read once: (parent node or -1 for an input, input name, whether
+        # the step is an attribute, the step); each read: (its node, whether truth alone).
+        self._nodes: list[tuple[int, str, bool, Any]] = []
+        self._parts: list[tuple[int, bool]] = []
+        index: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
+        for read in reads:
+            root, steps = read.chain
+            node = -1
+            for depth in range(len(steps) + 1):
+                prefix = (root, steps[:depth])
+                if prefix not in index:
+                    kind, step = steps[depth - 1] if depth else (_STEP_ATTR, None)
+                    index[prefix] = len(self._nodes)
+                    self._nodes.append((node, root, kind == _STEP_ATTR, step))
+                node = index[prefix]
+            self._parts.append((node, read.mode == _TRUTH))
 
     def key(self, values: Mapping[str, Any], getattr_: Reader,
             getitem: Reader) -> tuple[Any, ...] | None:
         """The values the template reads, as a key; None when one is not plain."""
         if not self.assigned.isdisjoint(values):
             return None
-        if any(not isinstance(values.get(root), BaseModel) for root in self.named):
-            return None
+        for root in self.named:
+            if not isinstance(values.get(root), BaseModel):
+                return None
+        read: list[Any] = []
+        for parent, root, is_attr, step in self._nodes:
+            if parent < 0:
+                read.append(values.get(root, _ABSENT))
+            elif is_attr:
+                read.append(getattr_(read[parent], step))
+            else:
+                read.append(getitem(read[parent], step))
         parts: list[Any] = []
-        for read in self.reads:
-            root, steps = read.chain
-            value = values.get(root, _ABSENT)
-            for kind, step in steps:
-                value = (getattr_ if kind == _STEP_ATTR else getitem)(value, step)
-            part = bool(value) if read.mode == _TRUTH else plain_key(value)
+        for node, truth in self._parts:
+            part = bool(read[node]) if truth else plain_key(read[node])
             if part is None:
                 return None
             parts.append(part)
