@@ -126,3 +126,23 @@ def test_notifications_are_new_since_the_last_run_in_the_s3_history(
     [_, second] = receiver.bodies
     assert second["new_findings"] == 2  # the two dev GPUs: fixed at noon, off-hours again
     assert {f["policy"] for f in second["findings"]} == {"gpu-off-hours-shutdown"}
+    s3_calls = {call for call in api_calls if call.startswith("s3:")}
+    assert s3_calls == {"s3:PutObject", "s3:ListObjectsV2", "s3:GetObject"}
+
+
+def test_the_module_lets_the_function_read_back_only_its_history() -> None:
+    """ListObjectsV2 needs s3:ListBucket (on the bucket, for the history prefix), GetObject
+    s3:GetObject (on the history's objects): granted there and nowhere else."""
+    from tests.test_scheduled_enforcement_tf import MODULE, blocks_of, parse_dir
+
+    function = blocks_of(parse_dir(MODULE), "data", "aws_iam_policy_document")["function"]
+    reads = {statement["sid"]: statement for statement in function["statement"]
+             if {"s3:GetObject", "s3:ListBucket"} & set(statement["actions"])}
+    assert set(reads) == {"ReadRunHistory", "ListRunHistory"}
+    assert reads["ReadRunHistory"]["actions"] == ["s3:GetObject"]
+    assert reads["ReadRunHistory"]["resources"] == [
+        "${aws_s3_bucket.reports.arn}/${var.report_prefix}/history/*"]
+    assert reads["ListRunHistory"]["actions"] == ["s3:ListBucket"]
+    [condition] = reads["ListRunHistory"]["condition"]
+    assert (condition["test"], condition["variable"], condition["values"]) == (
+        "StringLike", "s3:prefix", ["${var.report_prefix}/history/*"])

@@ -223,6 +223,27 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_s3_bucket.reports.arn}/${var.report_prefix}/*"]
   }
 
+  # The run history (<report_prefix>/history/, GPUWARDEN_HISTORY's default) is read back for
+  # notifications: "new" is new since the last recorded run.
+  statement {
+    sid       = "ReadRunHistory"
+    effect    = "Allow"
+    actions   = ["s3:GetObject"]
+    resources = ["${aws_s3_bucket.reports.arn}/${var.report_prefix}/history/*"]
+  }
+
+  statement {
+    sid       = "ListRunHistory"
+    effect    = "Allow"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.reports.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${var.report_prefix}/history/*"]
+    }
+  }
+
   dynamic "statement" {
     for_each = var.report_encryption == "aws:kms" && var.kms_key_arn != null ? [var.kms_key_arn] : []
     content {
