@@ -54,6 +54,9 @@ from engine.rego.inputs import InputKind, admission_input, resource_input
 EvaluatorKind = Literal["embedded", "remote"]
 FailurePolicy = Literal["Fail", "Ignore"]
 BUILTIN_CATALOG = "builtin:catalog"
+# data.inventory of a policy that declares kinds, until someone replicates them (the webhook)
+NOT_REPLICATED = ("only the webhook replicates cluster objects into it (gpuwarden webhook); "
+                  "`policies test` cases give them as inventory:")
 DEFAULT_TIMEOUT_S = 10.0
 PLAN_TIMEOUT_S = 60.0  # a policy over a whole 5,000-change plan may take seconds (conftest-style)
 MAX_DATA_BYTES = 16 * 2**20  # one data document
@@ -219,10 +222,20 @@ class RegoProgram:
         if replace is not None:
             replace({**self.data, "inventory": inventory})
 
-    def messages(self, input_doc: Any, door: Door) -> list[RegoMessage]:
+    def inventory_missing(self, door: Door) -> InputError | None:
+        """Why the policy cannot be judged on its data.inventory now, if so: at admission the
+        failure_policy decides (`RegoUnavailable`), elsewhere an `unknown` finding
+        (`RegoAborted`); never a pass on an inventory that is not all there."""
         gap = self.inventory_gap[0]
-        if gap is not None and door == "admission":
-            raise RegoUnavailable(f"data.inventory is incomplete: {gap}")
+        if gap is None:
+            return None
+        message = f"data.inventory is incomplete: {gap}"
+        return RegoUnavailable(message) if door == "admission" else RegoAborted(message)
+
+    def messages(self, input_doc: Any, door: Door) -> list[RegoMessage]:
+        missing = self.inventory_missing(door)
+        if missing is not None:
+            raise missing
         values = self.evaluator.evaluate(self.paths, input_doc, door)
         found: list[RegoMessage] = []
         for rule, path in zip(self.rules, self.paths, strict=True):
@@ -237,6 +250,9 @@ class RegoProgram:
         calls as it can (`RegoEvaluator.evaluate_many`: batches)."""
         if door == "admission":
             return [_messages_or_error(self.messages, input_doc, door) for input_doc in inputs]
+        missing = self.inventory_missing(door)
+        if missing is not None:
+            return [missing for _ in inputs]
         found: list[list[RegoMessage] | InputError] = []
         for values in self.evaluator.evaluate_many(self.paths, inputs, door):
             if isinstance(values, InputError):
@@ -358,7 +374,8 @@ def compile_rego(spec: RegoSpec, *, policy_id: str, file: str, base_dir: Path | 
     evaluator = _evaluator(spec, modules, data, paths, policy_id=policy_id, file=file, line=line,
                            environ=environ or {})
     keys = input_keys(modules) if spec.input in ("plan", "resource") else None
-    return RegoProgram(spec, policy_id, file, modules, data, package, rules, evaluator, keys)
+    return RegoProgram(spec, policy_id, file, modules, data, package, rules, evaluator, keys,
+                       [NOT_REPLICATED if spec.inventory else None])
 
 
 def _evaluator(spec: RegoSpec, modules: Sequence[RegoModule], data: Mapping[str, Any],

@@ -58,7 +58,7 @@ from engine.rego.gatekeeper import (
     object_resource,
 )
 from engine.rego.inputs import admission_request, plan_documents, request_for_manifest, request_of
-from engine.rego.policy import RegoProgram
+from engine.rego.policy import NOT_REPLICATED, RegoProgram
 
 DEFAULT_NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, inside business hours
 Status = Literal["pass", "fail", "error"]
@@ -399,7 +399,7 @@ def _inventory_objects(case: Case, base: Path) -> list[dict[str, Any]]:
 def _case_inventory(policies: Sequence[CompiledPolicy],
                     objects: Sequence[dict[str, Any]]) -> Iterator[None]:
     """The case's objects as data.inventory of each policy that declares their kinds (the
-    namespaced ones are those with a namespace), and an empty inventory again after."""
+    namespaced ones are those with a namespace), and none again after."""
     programs = [program for program in map(_program, policies)
                 if program is not None and program.spec.inventory]
     for program in programs:
@@ -412,7 +412,7 @@ def _case_inventory(policies: Sequence[CompiledPolicy],
         yield
     finally:
         for program in programs:
-            program.use_inventory(inventory_tree(()), None)
+            program.use_inventory(inventory_tree(()), NOT_REPLICATED)
 
 
 def _mapping_of(value: Any) -> Mapping[str, Any]:
