@@ -238,3 +238,16 @@ def test_the_cli_shows_the_warning_and_goes_on(tmp_path: Path) -> None:
     done = _cli("check-manifests", "--policies", str(path), str(manifest))
     assert done.returncode == 0, done.stderr
     assert "t.rego:9: warning: policy strict: decimal arithmetic" in done.stderr
+
+
+def test_an_integer_past_64_bits_warns(tmp_path: Path,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    path = _policy_file(tmp_path)
+    body = MODULE.replace('"Pod" }', '"Pod"\n  input.review.object.spec.n > 18446744073709551616\n'
+                          '  input.review.object.spec.m < 9223372036854775807 }')
+    (tmp_path / "t.rego").write_text(body)
+    with caplog.at_level("WARNING", logger="gpuwarden.rego"):
+        load_policies([str(path)])
+    warned = [r.getMessage() for r in caplog.records if r.name == "gpuwarden.rego"]
+    assert len(warned) == 1 and "t.rego:4: warning" in warned[0]
+    assert "past the 64-bit range" in warned[0]
