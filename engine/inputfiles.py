@@ -98,7 +98,11 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
         _check_regular(status.st_mode, path)
         if status.st_size > limit:
             raise FileTooLarge(limit)
-        data = stream.read(limit + 1)
+        # Sized to the file (a buffer of the whole cap would be allocated first), and read on
+        # should the file have grown since.
+        data = stream.read(status.st_size + 1)
+        if len(data) > status.st_size:
+            data += stream.read(limit + 1 - len(data))
     if len(data) > limit:
         raise FileTooLarge(limit)
     return data
