@@ -3,7 +3,7 @@
 Plan: the generated 5,000-change plan (`bench/gen_plan.py`, seed 42, multi-cloud), and the same
 plan with its AWS changes only, are each read and normalized once; then timed, each as
 `Engine.evaluate(resources, now, door="plan", documents=plan_documents([plan]))` as
-`check-plan` runs it:
+`check-plan` runs it (with the CLI's garbage-collector setting, `tune_collector`):
 
 - the built-in YAML pack, and the same pack with `gpu-spot-required` replaced by its Rego twin
   (`policies/rego/gpu_spot_required.yaml` loaded after it, same id): the difference is what
@@ -55,6 +55,7 @@ import yaml  # noqa: E402
 from engine.core.evaluate import Engine  # noqa: E402
 from engine.core.model import Report, Resource, State  # noqa: E402
 from engine.loading.policies import load_policies  # noqa: E402
+from engine.pipeline import tune_collector  # noqa: E402
 from engine.rego import sandbox  # noqa: E402
 from engine.rego.inputs import (  # noqa: E402
     admission_request,
@@ -289,6 +290,7 @@ def main() -> int:
     parser.add_argument("--reviews", type=int, default=2000)
     args = parser.parse_args()
 
+    tune_collector()  # the garbage collector's setting of the CLI, which check-plan runs with
     path = plan_path(args.plan, args.seed)
     plan = read_plan(str(path))
     plans = [bench_plan("multi-cloud", plan, path, args.repeat),
