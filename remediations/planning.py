@@ -41,6 +41,7 @@ RESUME_SCHEDULE_ANNOTATION = "gpuwarden.io/resume-schedule"
 MARKS = ((STOPPED_BY_TAG, RESUME_SCHEDULE_TAG), (STOPPED_BY_LABEL, RESUME_SCHEDULE_LABEL),
          (STOPPED_BY_ANNOTATION, RESUME_SCHEDULE_ANNOTATION))
 OFFHOURS_TAG = "gpuwarden-offhours"  # the resource's own schedule, when no schedule was marked
+MAX_MARK_CHARS = 512  # AWS tag values hold 256; a longer "mark" is not gpuwarden's
 # the kinds an executor can resume
 RESUMABLE_KINDS = frozenset({
     "aws_instance", "aws_autoscaling_group", "aws_eks_node_group", "google_compute_instance",
@@ -145,13 +146,19 @@ def _resume_finding(resource: Resource, now: datetime) -> Finding | None:
 def stop_mark(resource: Resource) -> tuple[str, str, str] | None:
     """(policy, when it was stopped, the schedule to resume on) from gpuwarden's mark on the
     resource (tags, labels or annotations); None when it carries none, or one unreadable."""
-    marks = {**resource.tags, **resource.annotations}
     for stopped_by, schedule_key in MARKS:
-        parsed = _parse_mark(marks.get(stopped_by) or "")
+        parsed = _parse_mark(_mark_value(resource, stopped_by))
         if parsed is not None:
-            schedule = marks.get(schedule_key) or marks.get(OFFHOURS_TAG)
-            return (*parsed, schedule or offhours.DEFAULT_SCHEDULE)
+            schedule = _mark_value(resource, schedule_key) or \
+                _mark_value(resource, OFFHOURS_TAG) or offhours.DEFAULT_SCHEDULE
+            return (*parsed, schedule)
     return None
+
+
+def _mark_value(resource: Resource, key: str) -> str:
+    """A tag or annotation; one longer than any mark gpuwarden writes reads as none."""
+    value = resource.tags.get(key) or resource.annotations.get(key) or ""
+    return value if len(value) <= MAX_MARK_CHARS else ""
 
 
 def _parse_mark(mark: str) -> tuple[str, str] | None:
