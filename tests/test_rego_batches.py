@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -235,3 +235,18 @@ def test_an_answer_past_the_integer_range_is_refused_for_its_input_alone() -> No
     first, second, third = evaluator.evaluate_many(["data.t.deny"], inputs, "runtime")
     assert (first, third) == ({"data.t.deny": [9]}, {"data.t.deny": [16]})
     assert isinstance(second, RegoError) and "integer range" in second.message
+
+
+def test_an_input_that_is_not_json_stops_and_leaves_no_answer_behind() -> None:
+    text = "package t\n\nimport rego.v1\n\ndeny contains input.n if input.n > 1\n"
+    evaluator = EmbeddedEvaluator([RegoModule("t.rego", text)], {},
+                                  entry_points=["data.t.deny"])
+
+    def inputs() -> Iterator[Any]:
+        yield from ({"n": n} for n in range(1500))
+        yield {"n": 2**70}  # past what JSON carries here: found while the first batch runs
+
+    with pytest.raises(RegoError, match="not JSON"):
+        evaluator.evaluate_many(["data.t.deny"], inputs(), "plan")
+    again = evaluator.evaluate_many(["data.t.deny"], [{"n": 5}, {"n": 0}], "plan")
+    assert again == [{"data.t.deny": [5]}, {"data.t.deny": []}]

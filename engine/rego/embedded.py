@@ -241,13 +241,20 @@ class EmbeddedEvaluator:
             return [self._one(paths, input_doc, door) for input_doc in inputs]
         results: list[dict[str, Any] | InputError] = []
         sent: Callable[[], list[dict[str, Any] | InputError]] | None = None
-        for batch in _batches(inputs, lambda: self.batch_inputs):
-            # this batch was made while the worker evaluated the one sent before it
+        try:
+            for batch in _batches(inputs, lambda: self.batch_inputs):
+                # this batch was made while the worker evaluated the one sent before it
+                if sent is not None:
+                    answers, sent = sent, None
+                    results.extend(answers())
+                sent = self._send_batch(paths, batch, door)
             if sent is not None:
-                results.extend(sent())
-            sent = self._send_batch(paths, batch, door)
-        if sent is not None:
-            results.extend(sent())
+                answers, sent = sent, None
+                results.extend(answers())
+        except BaseException:
+            if sent is not None:  # an answer that will not be read: the next worker starts afresh
+                sandbox.thread_worker().close()
+            raise
         return results
 
     def _one(self, paths: Sequence[str], input_doc: Any,
