@@ -217,10 +217,14 @@ class RegoProgram:
         """Evaluate from now on with `inventory` as `data.inventory` (Gatekeeper's shape, the
         kinds the policy declares); `gap` says why some of it is missing, and admission
         evaluations then fail by the policy's failure_policy instead of passing on half of it."""
-        self.inventory_gap[0] = gap
+        # Evaluations run meanwhile on other threads: they must never see a complete-looking
+        # inventory that is not, so a gap is set before the data, and cleared after it.
+        if gap is not None:
+            self.inventory_gap[0] = gap
         replace = getattr(self.evaluator, "replace_data", None)
         if replace is not None:
             replace({**self.data, "inventory": inventory})
+        self.inventory_gap[0] = gap
 
     def inventory_missing(self, door: Door) -> InputError | None:
         """Why the policy cannot be judged on its data.inventory now, if so: at admission the
