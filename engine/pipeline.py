@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -228,13 +228,22 @@ def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collec
 
     with hooks.reading(request):
         with hooks.stage("scan", {"source": ",".join(request.sources)}) as fields:
-            collected = collect_sources(list(request.sources), request.options, catalog)
+            collected = collect_sources(list(request.sources), _source_options(request),
+                                        catalog)
             fields.update(resources=len(collected.resources), warnings=len(collected.warnings))
         if request.options.wants_telemetry or "telemetry" in collected.snapshot:
             collected = _join_telemetry(request, collected, catalog, hooks)
     for warning in collected.warnings:
         hooks.warning(warning)
     return collected
+
+
+def _source_options(request: ScanRequest) -> ScanOptions:
+    """The request's source options, telling the sources whether anything will save or act
+    on their native objects."""
+    lean = request.mode == "dry-run" and not request.keep_natives \
+        and request.save_snapshot is None
+    return replace(request.options, keep_natives=False) if lean else request.options
 
 
 def _join_telemetry(request: ScanRequest, collected: Collected, catalog: Catalog,

@@ -143,3 +143,16 @@ def test_what_gpuwarden_stopped_is_resumed_either_way(tmp_path: Path) -> None:
                if f.remediation is not None and f.remediation.action == "resume"]
     assert [f.resource.id for f in resumes] == ["i-0stoppedbygpuwarden"]
     assert comparable(released) == comparable(kept)
+
+
+def test_a_lean_scan_still_saves_every_section(estate: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "saved.json"
+    request = ScanRequest(sources=(f"snapshot:{estate}",), options=ScanOptions(), now=NOW,
+                          keep_natives=False, save_snapshot=saved)
+    lean = run_scan(request)
+    original = json.loads(estate.read_text("utf-8"))
+    bundle = json.loads(saved.read_text("utf-8"))
+    for section in ("aws", "gcp", "azure", "kubernetes", "resources"):
+        assert bundle[section] == original[section]
+    assert bundle["telemetry"]["gpus"] == original["telemetry"]["gpus"]
+    assert comparable(lean.report) == comparable(scan(estate, keep_natives=True).report)

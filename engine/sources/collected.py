@@ -45,6 +45,10 @@ class ScanOptions:
     dcgm_url: str | None = None
     telemetry_window_s: int = 3600
     telemetry_timeout_s: float = 10.0
+    # False: nothing will save or act on what the sources read (a dry run without
+    # --save-snapshot or history), so a source may let go of native objects no later stage
+    # reads (`Collected.snapshot` then holds only what the telemetry join needs).
+    keep_natives: bool = True
 
     @property
     def wants_telemetry(self) -> bool:

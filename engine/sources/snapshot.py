@@ -49,6 +49,9 @@ __all__ = ["SECTIONS", "Count", "Labels", "ObjectShape", "SnapshotContext", "che
            "snapshot_resources"]
 
 _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
+# The sections later stages read: the telemetry join's readings, and the Kubernetes objects it
+# finds pods and nodes in.
+_JOINED_SECTIONS = ("telemetry", "kubernetes")
 
 
 def read_snapshot(path: Path) -> dict[str, Any]:
@@ -96,6 +99,18 @@ def snapshot_resources(bundle: Mapping[str, Any], ctx: SnapshotContext) -> list[
     for name in SECTIONS:
         if bundle.get(name) is not None:
             found.extend(bounded_resource(r) for r in _read_section(name, bundle[name], ctx))
+    return found
+
+
+def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext) -> list[Resource]:
+    """`snapshot_resources`, taking each section out of `bundle` as it is read: what its
+    resources do not hold of it is let go before the next section is read."""
+    found: list[Resource] = []
+    for name in SECTIONS:
+        value = bundle.pop(name, None)
+        if value is not None:
+            found.extend(bounded_resource(r) for r in _read_section(name, value, ctx))
+        del value
     return found
 
 
@@ -156,6 +171,9 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
         raise InputError("--source snapshot needs a file: snapshot:FILE")
     path = Path(arg)
     bundle = read_snapshot(path)
-    sections = {k: v for k, v in bundle.items() if k not in _HEADER_KEYS}
-    return Collected(resources=snapshot_resources(bundle, SnapshotContext(str(path), catalog)),
-                     snapshot=sections)
+    ctx = SnapshotContext(str(path), catalog)
+    if options.keep_natives:
+        sections = {k: v for k, v in bundle.items() if k not in _HEADER_KEYS}
+        return Collected(resources=snapshot_resources(bundle, ctx), snapshot=sections)
+    joined = {name: bundle[name] for name in _JOINED_SECTIONS if name in bundle}
+    return Collected(resources=_released_resources(bundle, ctx), snapshot=joined)
