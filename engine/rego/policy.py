@@ -241,6 +241,9 @@ class RegoProgram:
         if missing is not None:
             raise missing
         values = self.evaluator.evaluate(self.paths, input_doc, door)
+        missing = self.inventory_missing(door)  # a gap found while it ran: its data may be part
+        if missing is not None:
+            raise missing
         found: list[RegoMessage] = []
         for rule, path in zip(self.rules, self.paths, strict=True):
             if path in values:
