@@ -373,6 +373,9 @@ def scan(
     if enforce and all(spec.startswith("snapshot") for spec in sources):
         _fail("--enforce acts on live state: give a live --source (aws, gcp, azure, k8s); "
               "snapshots and the demo are always dry-run")
+    if role_name is not None and not organization:
+        _fail("--role-name names the role assumed in each account of --organization; give "
+              "--organization too (or --role-arn for single accounts)")
     options = ScanOptions(
         regions=tuple(region or ()), role_arns=tuple(role_arn or ()), profile=profile,
         projects=tuple(project or ()), subscriptions=tuple(subscription or ()),

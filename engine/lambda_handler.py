@@ -197,7 +197,8 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
     instant = config.now or utc_now()
     log.run_id = run_id_for(instant, config.trigger_id or log.request_id)
     log.info("start", mode=config.mode, now=instant.isoformat(), policies=list(config.policies),
-             regions=list(config.regions), accounts=len(config.role_arns) or 1,
+             regions=list(config.regions),
+             accounts="organization" if config.organization_role else len(config.role_arns) or 1,
              max_actions=config.max_actions, report_bucket=config.bucket,
              history=config.history,
              telemetry=_telemetry_sources(config))
@@ -404,6 +405,7 @@ def _summary(config: RunConfig, result: ScanResult, instant: datetime, log: RunL
         "exempted": summary.exempted,
         "by_policy": dict(summary.by_policy),
         "by_severity": dict(summary.by_severity),
+        "by_account": dict(summary.by_account),
         "estimated_monthly_usd": summary.estimated_monthly_usd,
         "remediations": remediation_counts(report),
         "report": stored.report_uri,

@@ -162,3 +162,11 @@ def test_role_names_and_arns() -> None:
     for bad in ("a" * 65, "/leading", "trailing/", "semi;colon", "two  spaces"):
         with pytest.raises(InputError):
             organization.checked_role_name(bad)
+
+
+def test_a_role_name_without_organization_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, err = run_cli(["scan", "--source", "aws", "--role-name", ROLE_NAME],
+                             capsys, monkeypatch)
+    assert code == 2 and not out and err.count("\n") == 1 and "give --organization" in err

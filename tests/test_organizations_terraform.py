@@ -128,6 +128,20 @@ def test_the_discover_event_lists_one_event_per_account_and_region(aws: AwsLab, 
         assert config.organization_role is None and config.regions == tuple(target["regions"])
 
 
+def test_the_function_scans_the_organization_and_sums_up_per_account(
+    aws: AwsLab, org: Org, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    summary = lambda_handler.handler({"regions": [EAST], "now": "2026-12-01T03:00:00+00:00"},
+                                     None)
+    assert "error" not in summary, summary
+    assert sorted(summary["regions_scanned"]) == sorted(
+        f"{account}/{EAST}" for account in (ACCOUNT, *org.active))
+    assert set(summary["by_account"]) == set(org.active)
+    assert sum(summary["by_account"].values()) == summary["findings"]
+
+
 @pytest.mark.parametrize(("event", "environment", "message"), [
     ({"discover": "organization"}, {}, "has no GPUWARDEN_ORGANIZATION_ROLE"),
     ({"discover": "everything"}, ENVIRONMENT, "is not organization"),
@@ -206,14 +220,17 @@ def test_the_fan_out_asks_the_function_for_the_organization(tmp_path: Path) -> N
         shown = json.loads(subprocess.run(["terraform", "show", "-json", "plan.bin"],
                                           cwd=tmp_path, env=env, capture_output=True,
                                           text=True, timeout=120, check=True).stdout)
+        validated = list(_StepFunctionsValidator.received)
     finally:
+        # the validator's record is shared with tests/test_scheduled_enforcement_tf.py's plan
+        _StepFunctionsValidator.received.clear()
         validator.shutdown()
         server.stop()
     machines = {c["address"]: json.loads(c["change"]["after"]["definition"])
                 for c in shown["resource_changes"]
                 if c["type"] == "aws_sfn_state_machine"}
     definition = machines["module.fan_out_organization.aws_sfn_state_machine.this"]
-    assert definition in _StepFunctionsValidator.received
+    assert definition in validated
     targets = definition["States"]["Targets"]
     assert targets["Type"] == "Task"
     assert targets["Parameters"]["Payload"] == {"discover": "organization",
