@@ -119,6 +119,7 @@ def test_a_role_that_cannot_be_assumed_skips_only_its_account(aws: AwsLab, org: 
     collected = collect_org()
     assert {a.account_id for a in collected.clients["aws"].accounts} == {ACCOUNT, other}
     (warning,) = collected.warnings
+    assert warning.startswith(f"aws: account {refused} (research): cannot assume ")
     assert f"arn:aws:iam::{refused}:role/{ROLE_NAME}" in warning
     assert "access denied" in warning and "account skipped" in warning
     assert org.instances[other] in {r.id for r in collected.resources}
@@ -170,3 +171,9 @@ def test_a_role_name_without_organization_is_a_usage_error(
     code, out, err = run_cli(["scan", "--source", "aws", "--role-name", ROLE_NAME],
                              capsys, monkeypatch)
     assert code == 2 and not out and err.count("\n") == 1 and "give --organization" in err
+
+
+def test_account_names_are_shown_on_one_bounded_line() -> None:
+    assert organization._shown_name("ml\nresearch\x1b[31m") == "ml research[31m"
+    assert organization._shown_name("x" * 500) == "x" * 64
+    assert organization._shown_name(None) == ""

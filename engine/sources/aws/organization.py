@@ -63,6 +63,12 @@ def _is_active(entry: dict[str, Any]) -> bool:
     return str(entry.get("State") or entry.get("Status") or "") == "ACTIVE"
 
 
+def _shown_name(name: object) -> str:
+    """An account's name for one warning line: printable, one line, bounded."""
+    text = " ".join(str(name or "").split())
+    return "".join(c for c in text if c.isprintable())[:64]
+
+
 def _listed_accounts(client: Any) -> Iterator[dict[str, Any]]:
     paginator = client.get_paginator("list_accounts")
     for page in paginator.paginate(PaginationConfig={"PageSize": _PAGE_SIZE}):
@@ -84,7 +90,7 @@ def active_member_accounts(session: Any, region: str, limit: int, tally: Tally,
             if len(found) >= limit:
                 left_out += 1
                 continue
-            found.append(MemberAccount(account_id, str(entry.get("Name") or "")[:128]))
+            found.append(MemberAccount(account_id, _shown_name(entry.get("Name"))))
     except boto_errors() as exc:
         failure = classify(exc)
         tally.failed(failure)
@@ -119,8 +125,11 @@ def connect_organization(options: ScanOptions, tally: Tally, warnings: list[str]
         member = members[position]
         if member.account_id == caller.account_id:
             return caller
-        return assumed_account(base, member_role_arn(partition, member.account_id, role_name),
-                               home, tally, own_warnings[position])
+        found = assumed_account(base, member_role_arn(partition, member.account_id, role_name),
+                                home, tally, own_warnings[position])
+        named = f"aws: account {member.account_id} ({member.name or 'no name'}): "
+        own_warnings[position] = [named + w.removeprefix("aws: ") for w in own_warnings[position]]
+        return found
 
     workers = max(1, min(options.max_workers, len(members)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuwarden-org") as pool:
