@@ -327,6 +327,7 @@ def evaluate_handing_over(engine: Engine, collected: Collected, now: datetime, *
     its remediation planned as it is made (`collected.resources` is left empty). The same
     report, without every resource held beside every finding to the end."""
     from engine.core.evaluate import Judged
+    from engine.sharedfields import share_fields_set
     from remediations.planning import (
         plan_resumes,
         planned_finding,
@@ -348,7 +349,11 @@ def evaluate_handing_over(engine: Engine, collected: Collected, now: datetime, *
                 yield resource
 
     def settle(judged: Judged) -> Judged:
-        return Judged(planned_finding(judged, actions), None, judged.door)
+        finding = planned_finding(judged, actions)
+        for model in (finding, finding.resource, finding.remediation):
+            if model is not None:
+                share_fields_set(model)
+        return Judged(finding, None, judged.door)
 
     evaluation = engine.assess(handed_over(), now, door=door, show_passed=show_passed,
                                settle=settle)

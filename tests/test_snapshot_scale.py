@@ -156,3 +156,32 @@ def test_a_lean_scan_still_saves_every_section(estate: Path, tmp_path: Path) -> 
         assert bundle[section] == original[section]
     assert bundle["telemetry"]["gpus"] == original["telemetry"]["gpus"]
     assert comparable(lean.report) == comparable(scan(estate, keep_natives=True).report)
+
+
+def test_nothing_reads_which_fields_a_model_was_given() -> None:
+    """`engine.sharedfields` lets a scan's models share one field-names set per class, which
+    is only sound while gpuwarden never asks which fields a model was given."""
+    readers = ("exclude_unset", "model_fields_set", "__pydantic_fields_set__")
+    allowed = {REPO / "engine" / "sharedfields.py", REPO / "engine" / "core" / "model.py"}
+    found = [f"{path.relative_to(REPO)}: {name}"
+             for folder in ("engine", "remediations") for path in (REPO / folder).rglob("*.py")
+             if path not in allowed
+             for name in readers if name in path.read_text("utf-8")]
+    assert found == []
+    model = (REPO / "engine" / "core" / "model.py").read_text("utf-8")
+    assert "exclude_unset" not in model and "model_fields_set" not in model
+
+
+def test_shared_field_sets_are_shared_and_change_no_value() -> None:
+    from engine.core.model import Resource
+    from engine.sharedfields import share_fields_set
+
+    first = Resource(provider="aws", kind="aws_instance", category="instance", id="i-1", name="a")
+    second = first.model_copy(update={"id": "i-2"})
+    before = (first.model_dump(), second.model_dump())
+    share_fields_set(first)
+    share_fields_set(second)
+    assert first.__pydantic_fields_set__ is second.__pydantic_fields_set__
+    assert (first.model_dump(), second.model_dump()) == before
+    first.raw = {"changed": True}  # pydantic adds the name to the (shared) set: still fine
+    assert second.raw == {} and first.raw == {"changed": True}

@@ -32,6 +32,7 @@ from engine.core.errors import InputError, printable
 from engine.core.model import Resource
 from engine.core.yamltext import load_yaml_documents
 from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
+from engine.sharedfields import share_fields_set
 from engine.sources.collected import Collected, ScanOptions, dump_snapshot
 from engine.sources.sections import (
     SECTIONS,
@@ -104,12 +105,15 @@ def snapshot_resources(bundle: Mapping[str, Any], ctx: SnapshotContext) -> list[
 
 def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext) -> list[Resource]:
     """`snapshot_resources`, taking each section out of `bundle` as it is read: what its
-    resources do not hold of it is let go before the next section is read."""
+    resources do not hold of it is let go before the next section is read, and each resource
+    shares its class's field-names set (`engine.sharedfields`)."""
     found: list[Resource] = []
     for name in SECTIONS:
         value = bundle.pop(name, None)
         if value is not None:
-            found.extend(bounded_resource(r) for r in _read_section(name, value, ctx))
+            for resource in _read_section(name, value, ctx):
+                found.append(bounded := bounded_resource(resource))
+                share_fields_set(bounded)
         del value
     return found
 
