@@ -395,7 +395,8 @@ def scan(
         catalog_file=catalog, billing=billing,
         max_actions=max_actions, deadline=_run_deadline(deadline), audit_log=audit_log,
         save_snapshot=save_snapshot, notify=_notify_targets(notify), notify_state=notify_state,
-        keep_natives=history is not None or fmt == "html", history=history)
+        keep_natives=history is not None or fmt == "html",
+        notify_known=history_commands.notify_known(history, notify, instant, console.warn))
     result = run_scan(request, _ScanProgress(show=not quiet))
     if history is not None:
         history_commands.record_scan(history, request, result)

@@ -203,7 +203,8 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
              history=config.history,
              telemetry=_telemetry_sources(config))
     audit_path = Path(tempfile.gettempdir()) / f"gpuwarden-audit-{log.run_id}.jsonl"
-    request = scan_request(config, instant, audit_path, deadline)
+    request = scan_request(config, instant, audit_path, deadline,
+                           notify_known=_notify_known(config, instant, log))
     result = run_scan(request, _StageLog(log))
     if config.mode == "enforce":
         _log_enforcement(result.report, audit_path, log)
@@ -217,7 +218,8 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
 
 
 def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
-                 deadline: Deadline | None) -> ScanRequest:
+                 deadline: Deadline | None, notify_known: frozenset[str] | None = None
+                 ) -> ScanRequest:
     """The pipeline's request for this run: AWS, at the runtime door."""
     from engine.notify.targets import parse_targets
     from engine.pipeline import ScanRequest
@@ -235,7 +237,17 @@ def scan_request(config: RunConfig, instant: datetime, audit_path: Path,
         sources=("aws",), options=options, now=instant,
         policies=tuple(resolve_policies(config.policies, config.package_root)),
         mode=config.mode, door="runtime", max_actions=config.max_actions, deadline=deadline,
-        audit_log=audit_path, notify=parse_targets(config.notify), history=config.history)
+        audit_log=audit_path, notify=parse_targets(config.notify), notify_known=notify_known)
+
+
+def _notify_known(config: RunConfig, instant: datetime, log: RunLog) -> frozenset[str] | None:
+    """With notify targets, "new" is new since the last run in the history (when it has one)."""
+    if config.history is None or not config.notify:
+        return None
+    from engine.history.last_run import known_from_history
+
+    return known_from_history(config.history, instant,
+                              lambda message: log.warning("notify", warning=message))
 
 
 def _telemetry_sources(config: RunConfig) -> list[str]:

@@ -142,7 +142,9 @@ class ScanRequest:
     save_snapshot: Path | None = None
     notify: tuple[Target, ...] = ()  # --notify: a digest of the new failing findings
     notify_state: Path | None = None  # None: next to the audit log
-    history: str | None = None  # --history: "new" for --notify is new since its last run
+    # --notify with --history: the keys already news (its last run's failing findings, from
+    # engine.history.last_run); None: the state file decides
+    notify_known: frozenset[str] | None = None
     # False: a dry run lets go of what it read as soon as it can (the sources' native objects
     # once collected and saved, each resource once judged): `ScanResult.collected` is then
     # empty. True for a caller that reads them after (history, the HTML report's charts).
@@ -210,17 +212,12 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
 def _notify(request: ScanRequest, report: Report, hooks: ScanHooks) -> None:
     """Never raises: a failed delivery is one warning, the scan's result stands."""
     from engine.notify import notify
-    from engine.notify.state import default_state_path, previous_failing
+    from engine.notify.state import default_state_path
 
     state = request.notify_state or default_state_path(request.audit_log)
-    known: set[str] | None = None
-    if request.history is not None:
-        try:
-            known = previous_failing(request.history, request.now)
-        except InputError as exc:
-            hooks.warning(f"notify: the history cannot be read, the state file is used: {exc}")
     with hooks.stage("notify", {"targets": len(request.notify)}) as fields:
-        fields["delivered"] = notify(report, request.notify, state, hooks.warning, known=known)
+        fields["delivered"] = notify(report, request.notify, state, hooks.warning,
+                                     known=request.notify_known)
 
 
 def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collected:

@@ -13,8 +13,8 @@ import pytest
 
 from engine.cli import main
 from engine.demo import demo_policy_paths, demo_snapshot_path
+from engine.history.last_run import LOOK_BACK, previous_failing
 from engine.history.record import record_run
-from engine.notify.state import HISTORY_LOOK_BACK, previous_failing
 from tests import test_notify
 from tests.test_notify import Receiver
 
@@ -83,5 +83,5 @@ def test_previous_failing_reads_the_last_run_before_the_instant(tmp_path: Path) 
     record("2026-03-03T00:00:00+00:00", [("future", "fail")])
     assert previous_failing(url, datetime.fromisoformat("2026-03-02T12:00:00+00:00")) == {
         "a|aws|i-1"}
-    long_after = datetime.fromisoformat("2026-03-03T00:00:00+00:00") + HISTORY_LOOK_BACK * 2
+    long_after = datetime.fromisoformat("2026-03-03T00:00:00+00:00") + LOOK_BACK * 2
     assert previous_failing(url, long_after) == set()

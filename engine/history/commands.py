@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -127,3 +127,13 @@ def record_scan(url: str, request: ScanRequest, result: ScanResult) -> None:
     record_run(url, at=request.now, command="scan", source=",".join(request.sources),
                report_json=render_report(result.report, "json", result.engine),
                snapshot=collected_snapshot(result.collected, request.now))
+
+
+def notify_known(url: str | None, notify: list[str] | None, now: datetime,
+                 warn: Callable[[str], None]) -> frozenset[str] | None:
+    """`scan --history URL --notify ...`: "new" is new since the last run recorded there."""
+    if url is None or not notify:
+        return None
+    from engine.history.last_run import known_from_history
+
+    return known_from_history(url, now, warn)

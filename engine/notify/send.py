@@ -28,7 +28,7 @@ def _deliver(target: Target, digest: Digest) -> None:
 
 
 def notify(report: Report, targets: Sequence[Target], state_path: Path, warn: Warn,
-           report_url: str | None = None, *, known: set[str] | None = None) -> int:
+           report_url: str | None = None, *, known: frozenset[str] | None = None) -> int:
     """Send the new failing findings' digest to each target; returns how many got it.
 
     The state keeps the keys of the findings that still fail and were notified, so a finding
@@ -39,7 +39,7 @@ def notify(report: Report, targets: Sequence[Target], state_path: Path, warn: Wa
         return 0
     from engine.notify.state import read_state, write_state
 
-    already = read_state(state_path) if known is None else known
+    already = read_state(state_path) if known is None else set(known)
     digest = build_digest(report, already, report_url)
     delivered = 0
     if digest.new:

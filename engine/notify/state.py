@@ -1,5 +1,6 @@
-"""Which failing findings were already notified: a JSON state file of finding keys, or, when the
-run has a history (`--history`), the failing findings of the last run recorded there."""
+"""Which failing findings were already notified: a JSON state file of finding keys. With a run
+history, the caller passes the last recorded run's failing findings instead
+(`engine.history.last_run`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,11 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable
-from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 STATE_LIMIT = 16 * 1024 * 1024  # bytes read from a state file
 KEY_LIMIT = 200_000
 STATE_NAME = "gpuwarden-notified.json"
-HISTORY_LOOK_BACK = timedelta(days=31)  # an older last run: every failing finding is news
 
 
 def default_state_path(audit_log: Path | None) -> Path:
@@ -52,38 +50,3 @@ def write_state(path: Path, keys: Iterable[str]) -> None:
         Path(temporary).unlink(missing_ok=True)
         raise
 
-
-def previous_failing(history: str, before: datetime) -> set[str]:
-    """The keys (policy, provider, resource id: `engine.notify.digest.finding_key`) of the
-    failing findings of the last run recorded in `history` before `before`; empty when there is
-    none within HISTORY_LOOK_BACK. A store that cannot be read raises InputError."""
-    from engine.history.urls import open_store
-
-    store = open_store(history)
-    local = getattr(store, "path", None)  # an SQLite file not created yet holds no run
-    if isinstance(local, str) and not Path(local).exists():
-        return set()
-    last = _last_run(store, before)
-    if last is None:
-        return set()
-    findings = last.report.get("findings")
-    return {key for finding in (findings if isinstance(findings, list) else [])[:KEY_LIMIT]
-            if (key := _failing_key(finding)) is not None}
-
-
-def _last_run(store: Any, before: datetime) -> Any:
-    since = before - HISTORY_LOOK_BACK
-    latest = getattr(store, "latest_before", None)  # S3: one object read, not a month of runs
-    if callable(latest):
-        return latest(before, since)
-    runs = [run for run in store.runs(since) if run.at < before]
-    return max(runs, key=lambda run: run.at) if runs else None
-
-
-def _failing_key(finding: Any) -> str | None:
-    if not isinstance(finding, dict) or finding.get("result") != "fail":
-        return None
-    resource = finding.get("resource")
-    if not isinstance(resource, dict):
-        return None
-    return f"{finding.get('policy')}|{resource.get('provider')}|{resource.get('id')}"
