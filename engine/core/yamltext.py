@@ -13,6 +13,11 @@ the file and line):
 - **Integers** longer than `MAX_INT_CHARS` characters are refused (Python refuses to convert
   more than 4,300 digits with a bare ValueError, and no field needs such numbers).
 
+The text is parsed by libyaml (PyYAML's `CParser`, its events only) when PyYAML has it and by
+PyYAML's pure-Python parser otherwise; composing and constructing, where the bounds live, are
+the same Python code either way, and any problem is reported by the pure-Python loader, so
+what is refused and how it reads do not depend on libyaml.
+
 Text only: reading files within bounds is `engine.loading.files`.
 """
 
