@@ -111,6 +111,14 @@ def test_both_parsers_give_the_same_documents_and_lines() -> None:
     assert line_of(fast[0]["metadata"], "labels") == 6
 
 
+@pytest.mark.parametrize("loader", ["libyaml", "pure"])
+def test_documents_equal_what_safe_load_all_reads(loader: str) -> None:
+    expected = [doc for doc in yaml.safe_load_all(DEPLOYMENT) if doc is not None]
+    if loader == "libyaml" and not yaml.__with_libyaml__:
+        pytest.skip("PyYAML without libyaml")
+    assert (_load(DEPLOYMENT) if loader == "libyaml" else _pure(DEPLOYMENT)) == expected
+
+
 @needs_libyaml
 def test_the_c_path_reads_without_falling_back(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:

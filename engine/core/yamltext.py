@@ -40,6 +40,7 @@ MAX_DEPTH = 128
 EXPANSION_FLOOR = 100_000
 EXPANSION_PER_CHAR = 2
 MAX_INT_CHARS = 100
+_STR_TAG = "tag:yaml.org,2002:str"
 
 
 class LineDict(dict[str, Any]):
@@ -74,7 +75,8 @@ class _BoundedComposer(yaml.composer.Composer):
             self._nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        if self.check_event(yaml.AliasEvent):  # type: ignore[attr-defined]
+        # Without anchors an alias is an undefined one, which PyYAML's composer refuses.
+        if not self._count_only and self.check_event(yaml.AliasEvent):  # type: ignore[attr-defined]
             mark = self.peek_event().start_mark  # type: ignore[attr-defined]
             node = super().compose_node(parent, index)
             if node is None or id(node) not in self._weights:
@@ -168,20 +170,29 @@ def _construct_mapping(loader: _LineConstructor, node: yaml.MappingNode) -> Line
     result.line = node.start_mark.line + 1
     result.key_lines = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
+        key = _constructed(loader, key_node)
         if not isinstance(key, str | int | float | bool):
             raise yaml.constructor.ConstructorError(
                 None, None, "mapping keys must be scalars", key_node.start_mark
             )
-        result[str(key)] = loader.construct_object(value_node, deep=True)
-        result.key_lines[str(key)] = key_node.start_mark.line + 1
+        text = str(key)
+        result[text] = _constructed(loader, value_node)
+        result.key_lines[text] = key_node.start_mark.line + 1
     return result
 
 
 def _construct_sequence(loader: _LineConstructor, node: yaml.SequenceNode) -> LineList:
-    result = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    result = LineList(_constructed(loader, child) for child in node.value)
     result.line = node.start_mark.line + 1
     return result
+
+
+def _constructed(loader: _LineConstructor, node: yaml.Node) -> Any:
+    """`loader.construct_object(node, deep=True)`, without its machinery for the commonest
+    node by far: a string scalar, which constructs to its own text."""
+    if type(node) is yaml.ScalarNode and node.tag == _STR_TAG:
+        return node.value
+    return loader.construct_object(node, deep=True)
 
 
 _LineConstructor.add_constructor(  # type: ignore[type-var]
