@@ -138,3 +138,18 @@ def test_spot_discounts_are_remembered_by_what_they_are_computed_from(make_resou
         inside = [costs.spot_discount(r, catalog) for r in (box, live, elsewhere)]
     assert inside == outside
     assert inside[0] != inside[1]  # a live spot price is its own key
+
+
+def test_unknown_messages_give_each_resource_its_own_name_and_reasons(
+        builtin_engine: Engine, make_resource: Make) -> None:
+    def telemetry_unknown(name: str, schedule: str) -> Resource:
+        return make_resource(id=f"i-{name}", name=name, instance_type="p3.2xlarge",
+                             capacity="spot", tags={"gpuwarden-offhours": schedule})
+
+    boxes = [telemetry_unknown("a", "off=(M-F,19);on=(M-F,7)"), telemetry_unknown("b", "bad"),
+             telemetry_unknown("c", "worse"), telemetry_unknown("d", "off=(M-F,19);on=(M-F,7)")]
+    messages = {f.resource.name: f.message for f in builtin_engine.evaluate(boxes, OFF_HOURS)
+                .findings if f.policy == "gpu-off-hours-shutdown" and f.result == "unknown"}
+    assert set(messages) == {"b", "c"}
+    assert messages["b"].startswith("b: cannot decide") and "'bad'" in messages["b"]
+    assert messages["c"].startswith("c: cannot decide") and "'worse'" in messages["c"]

@@ -425,25 +425,42 @@ UNREAD_KIND = "kind"
 
 
 def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
-    unknown = sorted(set(details.get("unknown", [])))
-    reasons = [_UNKNOWN_REASONS[path] for path in unknown if path in _UNKNOWN_REASONS]
-    if details.get("schedule_error"):
-        reasons.append(str(details["schedule_error"]))
-    if details.get("telemetry_reason"):
-        reasons.append(str(details["telemetry_reason"]))
-    if details.get("unknown_reason"):
-        reasons.append(str(details["unknown_reason"]))
+    unknown = tuple(sorted(set(details.get("unknown", []))))
     unread = "gpu" in unknown and UNREAD_KIND in resource.unknown
-    if unread:
-        reasons.append(f"it asks for accelerators but gpuwarden does not read kind "
-                       f"{resource.kind}: teach it with a KindEntry in "
-                       "engine/sources/kubernetes/crd_kinds.py (docs/kubernetes-kinds.md)")
-    # An unread kind's other unknowns (capacity, ...) follow from not reading it, not from apply.
-    plain = [] if unread else [path for path in unknown if path not in _UNKNOWN_REASONS]
-    if plain:
-        reasons.append("value(s) known only after apply: " + ", ".join(plain))
-    why = "; ".join(reasons) or "a value it depends on is not known yet"
+    reasons = tuple(str(details[key]) if details.get(key) else None for key in _REASON_DETAILS)
+    key = (unknown, reasons, resource.kind if unread else None)
+    why = _UNKNOWN_WHY.get(key)
+    if why is None:
+        why = _why_unknown(unknown, reasons, resource.kind if unread else None)
+        if len(_UNKNOWN_WHY) >= _MAX_UNKNOWN_WHY:
+            _UNKNOWN_WHY.clear()
+        _UNKNOWN_WHY[key] = why
     return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
+
+
+# Evidence that says why a value is unknown, in the order the message gives it.
+_REASON_DETAILS = ("schedule_error", "telemetry_reason", "unknown_reason")
+# Why, by what it is made of: a few combinations cover a whole estate.
+_UNKNOWN_WHY: dict[tuple[Any, ...], str] = {}
+_MAX_UNKNOWN_WHY = 1024
+
+
+def _why_unknown(unknown: tuple[str, ...], reasons: tuple[str | None, ...],
+                 unread_kind: str | None) -> str:
+    """`unread_kind`: the kind of an object asking for accelerators that gpuwarden does not
+    read (None for every other)."""
+    why = [_UNKNOWN_REASONS[path] for path in unknown if path in _UNKNOWN_REASONS]
+    why.extend(reason for reason in reasons if reason is not None)
+    if unread_kind is not None:
+        why.append(f"it asks for accelerators but gpuwarden does not read kind "
+                   f"{unread_kind}: teach it with a KindEntry in "
+                   "engine/sources/kubernetes/crd_kinds.py (docs/kubernetes-kinds.md)")
+    # An unread kind's other unknowns (capacity, ...) follow from not reading it, not from apply.
+    plain = [] if unread_kind is not None else [path for path in unknown
+                                                if path not in _UNKNOWN_REASONS]
+    if plain:
+        why.append("value(s) known only after apply: " + ", ".join(plain))
+    return "; ".join(why) or "a value it depends on is not known yet"
 
 
 SPEND_DETAIL = "resource_monthly_spend_usd"

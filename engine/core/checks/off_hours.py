@@ -33,15 +33,17 @@ class OffHours(Check):
         self.default = offhours.parse_schedule(str(param_value(params, args.default_param, None)))
         self.tag = str(param_value(params, args.tag_param, None))
         self._transitions: dict[tuple[str, datetime], list[tuple[datetime, str]]] = {}
+        self._schedules: dict[str, offhours.Schedule | None] = {}
 
     def schedule_for(self, resource: Resource) -> offhours.Schedule | None:
         text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
         if not text:
             return self.default
-        try:
-            return offhours.parse_schedule(text)
-        except offhours.OffhoursError:
-            return None
+        if text not in self._schedules:  # a few schedules tag many resources: parsed once
+            if len(self._schedules) > _MAX_REMEMBERED:
+                self._schedules.clear()
+            self._schedules[text] = _parsed(text)
+        return self._schedules[text]
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         schedule = self.schedule_for(resource)
@@ -69,3 +71,11 @@ class OffHours(Check):
             "off_fraction": schedule.off_fraction(),
             "back_on_at": upcoming[0][0].isoformat() if upcoming else None,
         }
+
+
+def _parsed(text: str) -> offhours.Schedule | None:
+    """The schedule a tag holds; None when it is not a valid one."""
+    try:
+        return offhours.parse_schedule(text)
+    except offhours.OffhoursError:
+        return None
