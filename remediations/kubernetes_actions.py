@@ -16,7 +16,8 @@ Guard rails:
   resourceVersion, so a concurrent change makes it fail instead of clobbering;
 - past the run's deadline nothing more is started (`deadline reached`);
 - every attempt is written to a JSONL audit log before and after the call; if the log cannot be
-  written nothing is changed;
+  written nothing is changed. An applied line names the resource and carries `rate`, the
+  workload's spend per hour at the replicas it stopped or started, for `gpuwarden savings`;
 - a failed call is recorded on the finding and the run goes on.
 """
 
@@ -32,7 +33,7 @@ import orjson
 
 from engine.core.errors import InputError
 from engine.core.labels import protection
-from engine.core.model import Finding, Remediation, Report, Resource
+from engine.core.model import Finding, Remediation, Report, Resource, State
 from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION
 from remediations.runner import DEADLINE_REACHED, Deadline, default_actor
 
@@ -202,8 +203,12 @@ class _Runner:
             return "failed", f"patching {resource.id} failed: {_error_text(exc)}"
         after = _stop_state(resource.kind, patched)
         self.done.add((action, resource.id))
-        self._write("after", finding, ref, action, before=before, after=after, result="applied")
+        self._write("after", finding, ref, action, before=before, after=after, result="applied",
+                    rate=self._rate(resource, _running_replicas(action, before, body)))
         return "applied", done
+
+    def _rate(self, resource: Resource, replicas: int | None) -> dict[str, Any]:
+        return workload_rate(resource, replicas, self.marked_at or self.now())
 
     def _api(self, target: _Target) -> Any:
         from kubernetes import client
@@ -214,9 +219,34 @@ class _Runner:
                **fields: Any) -> None:
         assert self.log is not None
         entry = {"time": self.now().isoformat(), "phase": phase, "actor": self.actor,
-                 "action": action, "policy": finding.policy, "target": ref, **fields}
+                 "action": action, "policy": finding.policy, "target": ref,
+                 "resource": finding.resource.id, "account": finding.resource.account,
+                 **fields}
         self.log.write(orjson.dumps(entry).decode() + "\n")
         self.log.flush()  # the "before" line must be on disk before the API call
+
+
+def workload_rate(resource: Resource, replicas: int | None, at: datetime) -> dict[str, Any]:
+    """The audit line's `rate`: the workload's spend per hour while it runs `replicas` replicas
+    (the scanned count when None), from the cost model that priced its finding, which
+    `gpuwarden savings` multiplies by the hours it stayed stopped."""
+    from engine.core.budget import team_of
+    from engine.core.catalog import HOURS_PER_MONTH, builtin_catalog
+    from engine.core.costs import resource_spend
+
+    running = resource.model_copy(update={"state": State.RUNNING} if replicas is None
+                                  else {"state": State.RUNNING, "count": replicas})
+    spend = resource_spend(running, builtin_catalog())
+    usd = None if spend.monthly_usd is None else spend.monthly_usd / HOURS_PER_MONTH
+    return {"usd_per_h": usd, "source": spend.basis.removesuffix(" × 730 h"),
+            "capacity": str(resource.capacity), "team": team_of(resource),
+            "replicas": replicas, "at": at.isoformat()}
+
+
+def _running_replicas(action: str, before: dict[str, Any], body: dict[str, Any]) -> int | None:
+    """The replicas a scale-down stopped or a resume started; None for a CronJob."""
+    replicas = before.get("replicas") if action == STOP_ACTION else body["spec"].get("replicas")
+    return replicas if isinstance(replicas, int) else None
 
 
 def _ref(target: _Target, resource: Resource) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The realized-savings ledger: what enforcement actually saved, read back from its audit log.
 
-Each applied `stop` is matched with the next applied `resume` of the same resource; the hours
-between them (or, while it is still stopped, until `until`) times the on-demand rate the stop
-line recorded are its savings. Totals by policy, team, account and month (of the stop).
+Each applied `stop` is matched with the next applied `resume` of the same resource (an instance,
+a group, a Kubernetes workload scaled to zero and back); the hours between them (or, while it is
+still stopped, until `until`) times the rate the stop line recorded are its savings. Totals by
+policy, team, account and month (of the stop).
 """
 
 from __future__ import annotations
@@ -82,11 +83,21 @@ def _applied(entry: dict[str, Any], action: str) -> bool:
             and entry.get("action") == action)
 
 
+def _rate(entry: dict[str, Any]) -> dict[str, Any]:
+    rate = entry.get("rate")
+    return rate if isinstance(rate, dict) else {}
+
+
+def _when(entry: dict[str, Any]) -> datetime | None:
+    """The evaluation instant the line's rate records, else the line's own time (`ts` from the
+    shared runner, `time` from the Kubernetes executor)."""
+    return _instant(_rate(entry).get("at") or entry.get("ts") or entry.get("time"))
+
+
 def _stop_of(entry: dict[str, Any]) -> Stop | None:
-    rate = entry.get("rate") if isinstance(entry.get("rate"), dict) else {}
-    assert isinstance(rate, dict)
-    usd, at = rate.get("usd_per_h"), _instant(rate.get("at") or entry.get("ts"))
-    if not isinstance(usd, int | float) or at is None:
+    rate = _rate(entry)
+    usd, at = rate.get("usd_per_h"), _when(entry)
+    if not isinstance(usd, int | float) or isinstance(usd, bool) or at is None:
         return None
     return Stop(str(entry.get("resource")), str(entry.get("policy")),
                 str(rate.get("team") or "(no team)"), str(entry.get("account") or "(none)"),
@@ -103,9 +114,7 @@ def savings(entries: list[dict[str, Any]], *, since: datetime | None, until: dat
         if _applied(entry, "stop") and (stop := _stop_of(entry)) is not None:
             open_stops.setdefault(resource, stop)
         elif _applied(entry, "resume") and resource in open_stops:
-            resumed = _stop_of(entry)
-            end = resumed.at if resumed is not None else until
-            closed.append((open_stops.pop(resource), end))
+            closed.append((open_stops.pop(resource), _when(entry) or until))
     closed.extend((stop, until) for stop in open_stops.values())
     return _totals([(s, e) for s, e in closed if since is None or s.at >= since])
 
