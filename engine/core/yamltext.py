@@ -44,12 +44,21 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 
 class LineDict(dict[str, Any]):
-    line: int | None = None
-    key_lines: dict[str, int]
+    # Slots, not an attribute dict per mapping: a big manifest has hundreds of thousands.
+    __slots__ = ("key_lines", "line")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.line: int | None = None
+        self.key_lines: dict[str, int] = {}
 
 
 class LineList(list[Any]):
-    line: int | None = None
+    __slots__ = ("line",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.line: int | None = None
 
 
 class _BoundedComposer(yaml.composer.Composer):
@@ -168,7 +177,6 @@ def _construct_mapping(loader: _LineConstructor, node: yaml.MappingNode) -> Line
     loader.flatten_mapping(node)
     result = LineDict()
     result.line = node.start_mark.line + 1
-    result.key_lines = {}
     for key_node, value_node in node.value:
         key = _constructed(loader, key_node)
         if not isinstance(key, str | int | float | bool):
