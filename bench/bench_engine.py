@@ -260,18 +260,19 @@ def main() -> None:
     rows = baseline_rows(resources)
     (baseline_s, baseline_cpu), _ = timed(lambda: bare_loop(rows, policies), args.repeat)
     n = len(resources)
-    verdict = "ok" if engine_s <= TARGET_S else "OVER"
+    # CPU time is the figure judged: wall time counts whatever else shares the machine.
+    verdict = "ok" if engine_cpu <= TARGET_S else "OVER"
     summary = report.summary
     print(f"python {platform.python_version()}, {pinned}, median of {args.repeat}; "
           f"{n:,} resources built in {build_s:.1f} s (not timed); {policies} policies")
-    print(f"{'case':<34}{'wall s':>8}{'cpu s':>8}{'resources/s':>13}")
+    print(f"{'case':<34}{'wall s':>8}{'cpu s':>8}{'resources/s':>13}  (per CPU second)")
     print(f"{'engine.evaluate (built-in pack)':<34}{engine_s:>8.2f}{engine_cpu:>8.2f}"
-          f"{n / engine_s:>13,.0f}   target <= {TARGET_S:.0f} s: {verdict}")
+          f"{n / engine_cpu:>13,.0f}   target <= {TARGET_S:.0f} s CPU: {verdict}")
     print(f"{'  of which verdicts only (diag.)':<34}{verdicts_s:>8.2f}{verdicts_cpu:>8.2f}"
-          f"{n / verdicts_s:>13,.0f}   the rest ({engine_s - verdicts_s:.2f} s) builds "
-          f"{summary.findings:,} findings")
+          f"{n / verdicts_cpu:>13,.0f}   engine = {engine_cpu / verdicts_cpu:.1f}x the "
+          f"verdicts; the rest builds {summary.findings:,} findings")
     print(f"{'bare loop (3 dict reads x policy)':<34}{baseline_s:>8.2f}{baseline_cpu:>8.2f}"
-          f"{n / baseline_s:>13,.0f}   engine = {engine_s / baseline_s:.0f}x the bare loop")
+          f"{n / baseline_cpu:>13,.0f}   engine = {engine_cpu / baseline_cpu:.0f}x the bare loop")
     print(f"reference: {CUSTODIAN_REFERENCE}")
     print(f"report: {summary.findings:,} findings ({summary.failed:,} fail, "
           f"{summary.unknown:,} unknown), {summary.passed:,} passes, {summary.exempted:,} exempted")
