@@ -199,6 +199,9 @@ def test_node_labels_do_not_allocate_a_node_groups_cost(builtin_engine: Engine) 
         def resource(self, **fields: Any) -> Resource:
             return enrich(Resource(provider="aws", region="us-east-1", **fields), self.catalog)
 
+        def node_group_instances(self, group: Any) -> tuple[str, ...]:
+            return ()
+
     labelled = node_group_resource(_Region(), group)  # type: ignore[arg-type]
     assert labelled.tags == TAGS and labelled.billing_tags == {}
     assert _cost_tags_verdict(builtin_engine, labelled) == "fail"

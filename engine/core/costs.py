@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.core.billing import billing_key
+from engine.core.billing import BilledRates, billing_key
 from engine.core.catalog import HOURS_PER_MONTH, Catalog
 from engine.core.model import Capacity, Category, Resource, State
 
@@ -194,12 +194,29 @@ def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
 def _billed_spend(resource: Resource, catalog: Catalog) -> Spend | None:
     """The resource's spend at its billed rate, when the cost export (`--billing`) lists it:
     what it cost, spot, discounts and counts included."""
-    rate = catalog.billed.get(billing_key(resource.id)) if catalog.billed else None
-    if rate is None:
+    if not catalog.billed:
         return None
+    rate = catalog.billed.get(billing_key(resource.id))
+    if rate is None:
+        return _members_billed(resource, catalog.billed) if resource.members else None
     return Spend(rate.usd_per_h * HOURS_PER_MONTH,
                  f"billed {_usd(rate.usd_per_h)}/h (EffectiveCost in {rate.source}, "
                  f"{rate.window}) × 730 h")
+
+
+def _members_billed(resource: Resource, billed: BilledRates) -> Spend | None:
+    """A group's spend as the sum of its member instances' billed rates: an export lists the
+    instances an autoscaling or node group runs, never the group."""
+    members = tuple(dict.fromkeys(resource.members))
+    rates = [rate for member in members
+             if (rate := billed.get(billing_key(member))) is not None]
+    if not rates:
+        return None
+    usd = sum(rate.usd_per_h for rate in rates)
+    listed = str(len(rates)) if len(rates) == len(members) else f"{len(rates)} of {len(members)}"
+    return Spend(usd * HOURS_PER_MONTH,
+                 f"billed {_usd(usd)}/h (sum of {listed} member instances in {rates[0].source}, "
+                 f"EffectiveCost {rates[0].window}) × 730 h")
 
 
 def _unpriced(reason: str, kind: CostKind) -> Estimate:

@@ -205,6 +205,9 @@ class Resource(BaseModel):
     instance_type: str | None = None
     count: int = 1  # instances / replicas / desired size this resource stands for
     count_basis: str | None = None  # why `count` is not the configured size ("min size: ...")
+    # The ids of the instances a group stands for (an autoscaling group's, a node group's), as
+    # read live; they are not scanned resources of their own. Not in the JSON when empty.
+    members: tuple[str, ...] = Field(default=(), exclude_if=lambda value: not value)
     gpu: GpuSpec | None = None
     capacity: Capacity = Capacity.UNKNOWN
     encrypted: bool | None = None

@@ -287,6 +287,7 @@ def autoscaling_group_resource(region: Region, group: Mapping[str, Any]) -> Reso
         id=str(group.get("AutoScalingGroupARN") or group["AutoScalingGroupName"]),
         name=str(group["AutoScalingGroupName"]), tags={**template_tags, **_asg_tags(group)},
         instance_type=instance_type, capacity=capacity, count=desired,
+        members=region.group_instances.get(str(group["AutoScalingGroupName"]), ()),
         state=State.RUNNING if desired > 0 else State.STOPPED, unknown=frozenset(unknown),
         raw=dict(group),
     )
@@ -327,6 +328,7 @@ def node_group_resource(region: Region, group: Mapping[str, Any]) -> Resource:
         tags={**tags(group.get("labels")), **tags(group.get("tags"))},
         billing_tags=tags(group.get("tags")),
         instance_type=instance_type, capacity=capacity, count=desired,
+        members=region.node_group_instances(group),
         state=State.RUNNING if desired > 0 else State.STOPPED,
         unknown=frozenset(unknown), raw=dict(group),
     )

@@ -108,8 +108,26 @@ class Region:
                          for i in g.get("Instances") or [] if isinstance(i, Mapping))
 
     @cached_property
+    def group_instances(self) -> dict[str, tuple[str, ...]]:
+        """The instance ids each autoscaling group lists (`Instances`), by group name."""
+        return {str(g.get("AutoScalingGroupName")): _instance_ids(g)
+                for g in self.items("autoscaling_groups")}
+
+    def node_group_instances(self, group: Mapping[str, Any]) -> tuple[str, ...]:
+        """The instance ids of the autoscaling groups EKS runs a node group on."""
+        return tuple(member for asg in (group.get("resources") or {}).get("autoScalingGroups")
+                     or [] if isinstance(asg, Mapping)
+                     for member in self.group_instances.get(str(asg.get("name")), ()))
+
+    @cached_property
     def eks_managed_groups(self) -> frozenset[str]:
         """Names of the autoscaling groups EKS manages for its node groups."""
         return frozenset(str(asg.get("name")) for group in self.items("node_groups")
                          for asg in (group.get("resources") or {}).get("autoScalingGroups") or []
                          if isinstance(asg, Mapping))
+
+
+def _instance_ids(group: Mapping[str, Any]) -> tuple[str, ...]:
+    listed = group.get("Instances")
+    return tuple(str(i["InstanceId"]) for i in listed if isinstance(i, Mapping)
+                 and i.get("InstanceId")) if isinstance(listed, list) else ()
