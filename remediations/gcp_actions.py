@@ -1,4 +1,5 @@
 """Enforce mode on Google Cloud: stop Compute Engine instances, mark violations with a label.
+GKE node pools are scaled to zero and back (`remediations.gke_actions`) with the same marks.
 
 - `stop`: `instances.stop`; an instance already TERMINATED, STOPPED, STOPPING, SUSPENDED or
   SUSPENDING is skipped, and so is one that no longer exists (idempotent). The call returns as
@@ -33,6 +34,7 @@ from typing import Any
 from engine.core.labels import protection
 from engine.core.model import Finding, Report, Resource
 from engine.sources.gcp import GcpClients, describe_error
+from remediations.gke_actions import NODE_POOL_KIND, NodePoolActions
 from remediations.planning import (
     LABEL_TIME_FORMAT,
     RESUME_SCHEDULE_LABEL,
@@ -160,6 +162,7 @@ class GcpActions:
         self.clients = clients
         self.clock = clock
         self.marked_at = marked_at  # the evaluation instant (`--now`), written in stop marks
+        self.pools = NodePoolActions(clients)
 
     def _read(self, ref: InstanceRef) -> Any | None:
         """The instance as it is now; None when it no longer exists."""
@@ -172,7 +175,13 @@ class GcpActions:
         except Exception as exc:
             raise ActionError(describe_error(exc)[0]) from exc
 
+    def _marks(self, finding: Finding) -> dict[str, str]:
+        return stop_mark_labels(finding.policy, self.marked_at or self.clock(),
+                                finding.details.get("schedule"))
+
     def stop(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        if resource.kind == NODE_POOL_KIND:
+            return self.pools.stop(finding, resource, self._marks(finding))
         ref = instance_ref(resource)
         if ref is None:
             return NoChange(f"no stop action for a {resource.kind}")
@@ -185,8 +194,7 @@ class GcpActions:
             return NoChange(protected, before)
         if current.status in ALREADY_STOPPED:
             return NoChange(f"{ref.path} is already stopped (status {current.status})", before)
-        marks = stop_mark_labels(finding.policy, self.marked_at or self.clock(),
-                                 finding.details.get("schedule"))
+        marks = self._marks(finding)
         labels = {**dict(current.labels), **marks}
 
         def apply() -> dict[str, Any]:
@@ -198,7 +206,10 @@ class GcpActions:
         return Change(before, request, apply, f"stopped {ref.path} (was {current.status})")
 
     def resume(self, finding: Finding, resource: Resource) -> Change | NoChange:
-        """Start an instance gpuwarden stopped (its mark still on it), then remove the mark."""
+        """Start an instance gpuwarden stopped (its mark still on it), then remove the mark; a
+        node pool gets its recorded size back."""
+        if resource.kind == NODE_POOL_KIND:
+            return self.pools.resume(resource)
         ref = instance_ref(resource)
         if ref is None:
             return NoChange(f"no resume action for a {resource.kind}")

@@ -41,6 +41,7 @@ from engine.sources.snapshot import load_snapshot_resources, read_snapshot
 from remediations.gcp_actions import VIOLATION_LABEL, apply_gcp_remediations
 from remediations.planning import RESUME_SCHEDULE_LABEL, STOPPED_BY_LABEL
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+from tests.gke_fake import GkeRoutes, GkeState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gcp"
 API = "https://www.googleapis.com/compute/v1"
@@ -177,6 +178,7 @@ class FakeGcp:
     throttled: dict[str, int] = field(default_factory=dict)  # project → 429 answers still due
     reject_all: bool = False  # every call answers 401
     machine_types: dict[str, compute_v1.MachineType] = field(default_factory=dict)
+    gke: GkeState = field(default_factory=GkeState)  # GKE clusters (tests/gke_fake.py)
     page_size: int = 2  # scopes per aggregated-list page
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -223,7 +225,7 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
                                              json.loads(raw) if raw else None))
                 self._route(url.path.strip("/").split("/"), query)
 
-        do_GET = do_POST = _handle
+        do_GET = do_POST = do_PUT = _handle
 
         def _route(self, parts: list[str], query: dict[str, list[str]]) -> None:
             if api.reject_all:
@@ -241,6 +243,8 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
                                                   "'resourcemanager.projects.get' denied",
                                                   "forbidden"))
                 return self._send(200, resourcemanager_v3.Project.to_json(found.project))
+            if parts[:1] == ["v1"]:
+                return GkeRoutes(self, api.gke, api.requests[-1].body).route(parts)
             if parts[:3] != ["compute", "v1", "projects"] or len(parts) < 5:
                 return self._send(404, _error(404, "NOT_FOUND", "no such path", "notFound"))
             project_id = parts[3]
@@ -259,6 +263,9 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
                                               f"{project_id}' was not found", "notFound"))
             if parts[4] == "aggregated":
                 return self._aggregated(state, parts[5], query)
+            if parts[4] == "zones" and len(parts) == 8 and parts[6] == "instanceGroupManagers":
+                return GkeRoutes(self, api.gke, None).group_manager(project_id, parts[5],
+                                                                    parts[7])
             if parts[4] == "zones" and len(parts) == 8 and parts[6] == "machineTypes":
                 return self._machine_type(parts[7])
             if parts[4] == "zones" and len(parts) >= 8 and parts[6] == "instances":
@@ -356,7 +363,8 @@ def fake_gcp(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcp]:
     api.url = f"http://127.0.0.1:{server.server_port}"
     monkeypatch.setattr(gcp, "SETTINGS", gcp.GcpSettings(
         credentials=AnonymousCredentials(), compute_endpoint=api.url,
-        resource_manager_endpoint=api.url, max_attempts=2, max_retry_wait_s=0.0))
+        resource_manager_endpoint=api.url, container_endpoint=api.url, max_attempts=2,
+        max_retry_wait_s=0.0))
     try:
         yield api
     finally:

@@ -101,7 +101,8 @@ def gcp_tree_fixture(monkeypatch: pytest.MonkeyPatch, denied: set[str]) -> Itera
     api.url = f"http://127.0.0.1:{server.server_port}"
     monkeypatch.setattr(gcp, "SETTINGS", gcp.GcpSettings(
         credentials=AnonymousCredentials(), compute_endpoint=api.url,
-        resource_manager_endpoint=api.url, max_attempts=2, max_retry_wait_s=0.0))
+        resource_manager_endpoint=api.url, container_endpoint=api.url, max_attempts=2,
+        max_retry_wait_s=0.0))
     try:
         yield api
     finally:

@@ -1,8 +1,10 @@
-"""Live Google Cloud source: projects, Compute Engine instances and disks → `Resource` models.
+"""Live Google Cloud source: projects, Compute Engine instances and disks, GKE node pools →
+`Resource` models.
 
 Reads through the official clients: google-cloud-resource-manager for the projects to scan (all
 the credentials can see, unless `--project` names them) and their labels, google-cloud-compute
-for instances and disks of every zone and region (one aggregated list per project and kind).
+for instances and disks of every zone and region (one aggregated list per project and kind), the
+GKE API over an authorized session for clusters and their node pools (`gke_readers`, `gke`).
 Credentials are Application Default Credentials. The SDKs are imported inside functions only.
 
 What it decides, and why (matching the Terraform adapter, so both doors give one verdict):
@@ -36,7 +38,9 @@ from engine.core.catalog import Catalog
 from engine.core.errors import InputError
 from engine.sources.collected import Collected, ScanOptions
 from engine.sources.gcp.clients import SCOPES, GcpClients, GcpSettings, RetryAfter, connect
+from engine.sources.gcp.estate import estate_resources
 from engine.sources.gcp.failures import ProjectFailed, describe_error
+from engine.sources.gcp.gke import NODE_POOL_KIND, node_pool_resource
 from engine.sources.gcp.hierarchy import at_most, projects_under
 from engine.sources.gcp.machine_types import learned_catalog, read_machine_types
 from engine.sources.gcp.normalizers import (
@@ -46,7 +50,6 @@ from engine.sources.gcp.normalizers import (
     attached_gpus,
     disk_customer_key,
     disk_resource,
-    estate_resources,
     instance_capacity,
     instance_resource,
     instance_state,
@@ -60,6 +63,7 @@ from engine.sources.gcp.snapshot import gcp_snapshot, read_snapshot_section
 __all__ = [
     "DISK_KIND",
     "INSTANCE_KIND",
+    "NODE_POOL_KIND",
     "REGION_DISK_KIND",
     "SCOPES",
     "SETTINGS",
@@ -83,6 +87,7 @@ __all__ = [
     "list_estate",
     "list_project",
     "list_projects",
+    "node_pool_resource",
     "read_snapshot_section",
     "resource_path",
     "zone_region",

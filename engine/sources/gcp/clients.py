@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.errors import InputError, install_hint
+from engine.sources.gcp.container_api import ContainerApi, authorized_session
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
@@ -23,6 +24,7 @@ class GcpSettings:
     credentials: Any = None  # None: Application Default Credentials
     compute_endpoint: str | None = None  # e.g. "http://127.0.0.1:8080"
     resource_manager_endpoint: str | None = None
+    container_endpoint: str | None = None  # GKE; default https://container.googleapis.com
     max_attempts: int = 5  # per request, for 429 and 503 answers
     max_retry_wait_s: float = 60.0  # longest Retry-After honoured
 
@@ -37,6 +39,8 @@ class GcpClients:
     retry: Any = None  # applied to every call
     machine_types: Any = None  # compute_v1.MachineTypesClient (types the catalog lacks)
     folders: Any = None  # resourcemanager_v3.FoldersClient (--folder walks)
+    container: Any = None  # container_api.ContainerApi (GKE clusters and node pools)
+    group_managers: Any = None  # compute_v1.InstanceGroupManagersClient (node pool sizes)
 
 
 class RetryAfter:
@@ -93,6 +97,7 @@ def connect(settings: GcpSettings | None = None) -> GcpClients:
         return {"api_endpoint": endpoint} if endpoint else None
 
     compute_options = options(settings.compute_endpoint)
+    retry = RetryAfter(settings.max_attempts, settings.max_retry_wait_s)
     return GcpClients(
         instances=compute_v1.InstancesClient(credentials=credentials, transport="rest",
                                              client_options=compute_options),
@@ -101,12 +106,16 @@ def connect(settings: GcpSettings | None = None) -> GcpClients:
         projects=resourcemanager_v3.ProjectsClient(
             credentials=credentials, transport="rest",
             client_options=options(settings.resource_manager_endpoint)),
-        retry=RetryAfter(settings.max_attempts, settings.max_retry_wait_s),
+        retry=retry,
         machine_types=compute_v1.MachineTypesClient(
             credentials=credentials, transport="rest", client_options=compute_options),
         folders=resourcemanager_v3.FoldersClient(
             credentials=credentials, transport="rest",
             client_options=options(settings.resource_manager_endpoint)),
+        container=ContainerApi(authorized_session(credentials), settings.container_endpoint,
+                               retry),
+        group_managers=compute_v1.InstanceGroupManagersClient(
+            credentials=credentials, transport="rest", client_options=compute_options),
     )
 
 

@@ -4,7 +4,7 @@ GPUs, capacity, state, labels and customer keys as the package docstring describ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from engine.core.catalog import Catalog
@@ -152,11 +152,12 @@ def _path_of(link: str) -> str:
     return link[marker + 1:] if marker >= 0 else link
 
 
-def estate_resources(estates: Iterable[ProjectEstate], catalog: Catalog) -> list[Resource]:
-    found: list[Resource] = []
-    for estate in estates:
-        instances = [instance_resource(i, estate, catalog) for i in estate.instances]
-        labels = {r.id: r.tags for r in instances}
-        found.extend(instances)
-        found.extend(disk_resource(d, estate, labels) for d in estate.disks)
-    return found
+def compute_resources(estate: ProjectEstate, catalog: Catalog) -> list[Resource]:
+    """The project's Compute Engine instances and disks (GKE pools: `gcp.gke`)."""
+    instances = [instance_resource(i, estate, catalog) for i in estate.instances]
+    labels = {r.id: r.tags for r in instances}
+    return [*instances, *(disk_resource(d, estate, labels) for d in estate.disks)]
+
+
+def project_labels(estate: ProjectEstate) -> dict[str, str]:
+    return _labels(estate.project)

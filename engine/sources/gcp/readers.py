@@ -13,6 +13,7 @@ from typing import Any
 from engine.core.errors import InputError
 from engine.sources.gcp.clients import GcpClients
 from engine.sources.gcp.failures import ProjectFailed, describe_error, first_line
+from engine.sources.gcp.gke_readers import list_clusters
 
 # Aggregated lists carry a warning for every empty zone; these codes are not problems.
 _QUIET_WARNINGS = frozenset({"NO_RESULTS_ON_PAGE"})
@@ -20,11 +21,13 @@ _QUIET_WARNINGS = frozenset({"NO_RESULTS_ON_PAGE"})
 
 @dataclass
 class ProjectEstate:
-    """One project as listed: its Project, Instance and Disk objects as the APIs serve them."""
+    """One project as listed: its Project, Instance, Disk and GKE Cluster objects as the APIs
+    serve them."""
 
     project: dict[str, Any]
     instances: list[dict[str, Any]] = field(default_factory=list)
     disks: list[dict[str, Any]] = field(default_factory=list)
+    clusters: list[dict[str, Any]] = field(default_factory=list)  # GKE, node pools inline
 
     @property
     def project_id(self) -> str:
@@ -66,7 +69,8 @@ def _named_project(clients: GcpClients, project_id: str) -> dict[str, Any]:
 
 
 def list_project(clients: GcpClients, project: dict[str, Any]) -> tuple[ProjectEstate, list[str]]:
-    """Instances and disks of one project, with the warnings of zones that did not answer.
+    """Instances, disks and GKE clusters of one project, with the warnings of zones that did
+    not answer.
 
     Raises ProjectFailed when the project cannot be listed.
     """
@@ -86,7 +90,8 @@ def list_project(clients: GcpClients, project: dict[str, Any]) -> tuple[ProjectE
         message, auth = describe_error(exc)
         raise ProjectFailed(f"gcp: project {estate.project_id}: {message}; skipped",
                             auth=auth) from exc
-    return estate, warnings
+    estate.clusters, cluster_warnings = list_clusters(clients, estate.project_id)
+    return estate, warnings + cluster_warnings
 
 
 def _scope_warning(project: str, scope: str, scoped: Any) -> list[str]:

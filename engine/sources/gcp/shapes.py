@@ -48,4 +48,44 @@ class ProjectShape(ObjectShape):
     labels: Labels | None = None
 
 
-SECTION_SHAPES: dict[str, type[ObjectShape]] = {"instances": _Instance, "disks": _Disk}
+class _PoolAccelerator(ObjectShape):
+    acceleratorCount: Count | str | None = None  # an int64: a string in the API's JSON
+    acceleratorType: str | None = None
+
+
+class _PoolConfig(ObjectShape):
+    machineType: str | None = None
+    accelerators: list[_PoolAccelerator] | None = None
+    spot: bool | None = None
+    preemptible: bool | None = None
+    labels: Labels | None = None
+    resourceLabels: Labels | None = None
+
+
+class _Autoscaling(ObjectShape):
+    enabled: bool | None = None
+    minNodeCount: Count | None = None
+    maxNodeCount: Count | None = None
+    totalMinNodeCount: Count | None = None
+    totalMaxNodeCount: Count | None = None
+
+
+class _NodePool(ObjectShape):
+    name: str | None = None
+    config: _PoolConfig | None = None
+    initialNodeCount: Count | None = None
+    autoscaling: _Autoscaling | None = None
+    locations: list[str] | None = None
+    gpuwardenNodeCount: Count | None = None
+
+
+class _Cluster(ObjectShape):
+    name: str | None = None
+    location: str | None = None
+    locations: list[str] | None = None
+    resourceLabels: Labels | None = None
+    nodePools: list[_NodePool] | None = None
+
+
+SECTION_SHAPES: dict[str, type[ObjectShape]] = {"instances": _Instance, "disks": _Disk,
+                                                "clusters": _Cluster}
