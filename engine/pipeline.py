@@ -194,7 +194,7 @@ def run_scan(request: ScanRequest, hooks: ScanHooks | None = None) -> ScanResult
         engine = build_engine(request.policies, request.prices, request.catalog_file,
                               request.billing)
         fields["policies"] = len(engine.policies)
-    collected = _collect(request, engine.catalog, hooks)
+    collected = _collect(request, engine.catalog, hooks, _source_options(request, engine))
     if request.save_snapshot is not None:
         from engine.sources.registry import write_snapshot
 
@@ -220,12 +220,13 @@ def _notify(request: ScanRequest, report: Report, hooks: ScanHooks) -> None:
                                      known=request.notify_known)
 
 
-def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collected:
+def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks,
+             options: ScanOptions | None = None) -> Collected:
     from engine.sources.registry import collect_sources
 
     with hooks.reading(request):
         with hooks.stage("scan", {"source": ",".join(request.sources)}) as fields:
-            collected = collect_sources(list(request.sources), _source_options(request),
+            collected = collect_sources(list(request.sources), options or request.options,
                                         catalog)
             fields.update(resources=len(collected.resources), warnings=len(collected.warnings))
         if request.options.wants_telemetry or "telemetry" in collected.snapshot:
@@ -235,12 +236,21 @@ def _collect(request: ScanRequest, catalog: Catalog, hooks: ScanHooks) -> Collec
     return collected
 
 
-def _source_options(request: ScanRequest) -> ScanOptions:
-    """The request's source options, telling the sources whether anything will save or act
-    on their native objects."""
+def _source_options(request: ScanRequest, engine: Engine) -> ScanOptions:
+    """The request's source options, telling the sources whether anything will save, read
+    or act on their native objects."""
     lean = request.mode == "dry-run" and not request.keep_natives \
         and request.save_snapshot is None
-    return replace(request.options, keep_natives=False) if lean else request.options
+    if not lean:
+        return request.options
+    return replace(request.options, keep_natives=False,
+                   keep_raw=_policies_read_raw(engine.policies))
+
+
+def _policies_read_raw(policies: Sequence[CompiledPolicy]) -> bool:
+    """Whether a policy may read a resource's `raw`: a Rego program, or `raw` named anywhere
+    in the policy (a `raw.` path, a template)."""
+    return any(policy.rego is not None or "raw" in repr(policy.raw) for policy in policies)
 
 
 def _join_telemetry(request: ScanRequest, collected: Collected, catalog: Catalog,
@@ -264,7 +274,7 @@ def release_natives(collected: Collected, policies: Sequence[CompiledPolicy]) ->
     policy: a `raw.` path or a template). Natives are about a third of a large snapshot
     scan's memory (docs/benchmarks.md)."""
     collected.snapshot.clear()
-    if any(policy.rego is not None or "raw" in repr(policy.raw) for policy in policies):
+    if _policies_read_raw(policies):
         return
     for resource in collected.resources:
         if resource.raw:

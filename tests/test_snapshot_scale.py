@@ -185,3 +185,26 @@ def test_shared_field_sets_are_shared_and_change_no_value() -> None:
     assert (first.model_dump(), second.model_dump()) == before
     first.raw = {"changed": True}  # pydantic adds the name to the (shared) set: still fine
     assert second.raw == {} and first.raw == {"changed": True}
+
+
+def test_the_join_still_finds_instances_by_their_native_fields(tmp_path: Path) -> None:
+    from engine.sources import snapshot
+    from engine.telemetry import hosts
+
+    assert snapshot._JOINED_BY_RAW == hosts._INSTANCE_CATEGORIES
+    bundle = generate_snapshot(resources=200, seed=9)
+    bundle["aws"][0]["instances"].append({
+        "InstanceId": "i-0feedfacecafe0001", "InstanceType": "g5.xlarge",
+        "State": {"Code": 16, "Name": "running"}, "PrivateDnsName": "ip-10-77-1-2.ec2.internal",
+        "Tags": [{"Key": "Name", "Value": "idle-box"}, {"Key": "team", "Value": "vision"}]})
+    bundle["telemetry"]["gpus"].append({
+        "hostname": "ip-10-77-1-2.ec2.internal", "uuid": "GPU-77", "gpu": "0",
+        "model": "NVIDIA A10G", "activity_pct": 0.4, "samples": 240, "window_seconds": 3600,
+        "activity_metric": "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
+    path = tmp_path / "joined.json"
+    write_snapshot(path, bundle)
+    kept, released = (scan(path, keep_natives=keep).report for keep in (True, False))
+    idle = [f for f in released.findings
+            if f.policy == "gpu-idle" and f.resource.id == "i-0feedfacecafe0001"]
+    assert len(idle) == 1 and idle[0].result == "fail"
+    assert comparable(released) == comparable(kept)

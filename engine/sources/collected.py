@@ -49,6 +49,10 @@ class ScanOptions:
     # --save-snapshot or history), so a source may let go of native objects no later stage
     # reads (`Collected.snapshot` then holds only what the telemetry join needs).
     keep_natives: bool = True
+    # False as well: no policy reads a resource's `raw`, so a source may also let go of the
+    # native copy a resource holds when no later stage reads it (the telemetry join reads
+    # those of instances).
+    keep_raw: bool = True
 
     @property
     def wants_telemetry(self) -> bool:

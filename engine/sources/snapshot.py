@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from engine.core.catalog import Catalog
 from engine.core.enrich import enrich
 from engine.core.errors import InputError, printable
-from engine.core.model import Resource
+from engine.core.model import Category, Resource
 from engine.core.yamltext import load_yaml_documents
 from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
 from engine.sharedfields import share_fields_set
@@ -53,6 +53,9 @@ _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
 # The sections later stages read: the telemetry join's readings, and the Kubernetes objects it
 # finds pods and nodes in.
 _JOINED_SECTIONS = ("telemetry", "kubernetes")
+# The resources whose native object (`raw`) the telemetry join reads: it finds instances by
+# their ids, DNS names and addresses (engine.telemetry.hosts).
+_JOINED_BY_RAW = frozenset({Category.INSTANCE, Category.AUTOSCALING_GROUP})
 
 
 def read_snapshot(path: Path) -> dict[str, Any]:
@@ -103,16 +106,20 @@ def snapshot_resources(bundle: Mapping[str, Any], ctx: SnapshotContext) -> list[
     return found
 
 
-def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext) -> list[Resource]:
+def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext, *,
+                        keep_raw: bool) -> list[Resource]:
     """`snapshot_resources`, taking each section out of `bundle` as it is read: what its
-    resources do not hold of it is let go before the next section is read, and each resource
-    shares its class's field-names set (`engine.sharedfields`)."""
+    resources do not hold of it is let go before the next section is read (without
+    `keep_raw`, their native objects too unless the telemetry join reads them), and each
+    resource shares its class's field-names set (`engine.sharedfields`)."""
     found: list[Resource] = []
     for name in SECTIONS:
         value = bundle.pop(name, None)
         if value is not None:
             for resource in _read_section(name, value, ctx):
                 found.append(bounded := bounded_resource(resource))
+                if not keep_raw and bounded.raw and bounded.category not in _JOINED_BY_RAW:
+                    bounded.raw = {}
                 share_fields_set(bounded)
         del value
     return found
@@ -180,4 +187,5 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
         sections = {k: v for k, v in bundle.items() if k not in _HEADER_KEYS}
         return Collected(resources=snapshot_resources(bundle, ctx), snapshot=sections)
     joined = {name: bundle[name] for name in _JOINED_SECTIONS if name in bundle}
-    return Collected(resources=_released_resources(bundle, ctx), snapshot=joined)
+    return Collected(resources=_released_resources(bundle, ctx, keep_raw=options.keep_raw),
+                     snapshot=joined)
