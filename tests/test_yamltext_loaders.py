@@ -119,6 +119,22 @@ def test_documents_equal_what_safe_load_all_reads(loader: str) -> None:
     assert (_load(DEPLOYMENT) if loader == "libyaml" else _pure(DEPLOYMENT)) == expected
 
 
+LINE_BREAKS = {
+    "CRLF": "a: 1\r\nb:\r\n  c: [1,\r\n 2]\r\n",
+    "line separator in a quoted scalar": "a: 'x\u2028y'\nb:\n  c: 1\n",
+    "line separator between entries": "a: x\u2028b: 2\nc:\n  d: 1\n",
+    "NEL": "a: x\x85b: 1\nc: {d: 1}\n",
+    "paragraph separator in a block scalar": "a: |\n  x\u2029y\nb:\n  c: 1\n",
+    "BOM and astral characters": "\ufeffk: 'caf\u00e9 \U0001F600'\nb:\n - {c: 1}\n",
+}
+
+
+@needs_libyaml
+@pytest.mark.parametrize("text", LINE_BREAKS.values(), ids=LINE_BREAKS.keys())
+def test_unusual_line_breaks_give_the_same_lines(text: str) -> None:
+    assert _lines(_load(text)) == _lines(_pure(text))
+
+
 @needs_libyaml
 def test_the_c_path_reads_without_falling_back(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: Any, **__: Any) -> None:
