@@ -12,7 +12,8 @@ from engine.core.model import Capacity, GpuSpec, Resource
 from engine.core.templates import ENVIRONMENT, MAX_OUTPUT, MessageTemplate, compile_message
 from engine.loading.policies import load_policies
 
-NAMES = ["trainer", "a  b", " lead\nnewline ", "{{ r.name }}", "x" * (MAX_OUTPUT + 50), "", "ü"]
+NAMES = ["trainer", "a  b", " lead\nnewline ", " padded ", "\tx", "{{ r.name }}", "", "ü",
+         "x" * (MAX_OUTPUT + 50), "y" * (MAX_OUTPUT - 60)]
 COUNTS: list[Any] = [1, 1.0, 2, 0.5, None, -0.0, 0.0, True]
 MODELS = [None, "T4", "NVIDIA A100 80GB SXM", ""]
 COSTS: list[Any] = [0.0, -0.0, 1.0, 1, 12.345, float("nan"), True]

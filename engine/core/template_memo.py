@@ -25,7 +25,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from jinja2 import nodes
 from jinja2.runtime import Undefined
@@ -47,6 +47,15 @@ class _Read:
     mode: str  # _VALUE, or _TRUTH when only the value's truth is used
 
 
+class Remembered(NamedTuple):
+    """A text rendered with markers: whole, whitespace collapsed, and how often each marker
+    appears in it."""
+
+    raw: str
+    collapsed: str
+    counts: tuple[int, ...]
+
+
 class MessageMemo:
     """What one template reads, and the texts it rendered, by key."""
 
@@ -55,7 +64,7 @@ class MessageMemo:
         self.named = named  # inputs whose `.name` is printed as the marker
         self.assigned = assigned  # names the template sets (never inputs)
         self.markers = {root: f"\x00{secrets.token_hex(8)}\x00" for root in named}
-        self.texts: dict[tuple[Any, ...], str] = {}
+        self.texts: dict[tuple[Any, ...], Remembered] = {}
         # Each chain prefix read once: (parent node or -1 for an input, input name, whether
         # the step is an attribute, the step); each read: (its node, whether truth alone).
         self._nodes: list[tuple[int, str, bool, Any]] = []
@@ -109,10 +118,28 @@ class MessageMemo:
             text = text.replace(self.markers[root], str(values[root].name))
         return text
 
-    def remember(self, key: tuple[Any, ...], text: str) -> None:
+    def collapsed_text(self, remembered: Remembered, values: Mapping[str, Any],
+                       limit: int) -> str | None:
+        """The collapsed text with the names put in, when that is what collapsing the named
+        text gives: each name one word (no whitespace, not empty), so it changes no word
+        boundary, and the named text within `limit` (not cut). None otherwise."""
+        text, size = remembered.collapsed, len(remembered.raw)
+        for root, count in zip(self.named, remembered.counts, strict=True):
+            name = str(values[root].name)
+            words = name.split()
+            if len(words) != 1 or words[0] != name:
+                return None
+            marker = self.markers[root]
+            size += count * (len(name) - len(marker))
+            text = text.replace(marker, name)
+        return text if size <= limit else None
+
+    def remember(self, key: tuple[Any, ...], raw: str) -> Remembered:
         if len(self.texts) >= MAX_REMEMBERED:
             self.texts.clear()
-        self.texts[key] = text
+        counts = tuple(raw.count(self.markers[root]) for root in self.named)
+        remembered = self.texts[key] = Remembered(raw, " ".join(raw.split()), counts)
+        return remembered
 
 
 class _Absent:

@@ -357,13 +357,14 @@ class MessageTemplate:
                                                   ENVIRONMENT.getitem)
         if memo is None or key is None:
             return self._render(values, fallback)
-        text = memo.texts.get(key)
-        if text is None:
+        remembered = memo.texts.get(key)
+        if remembered is None:
             text = self._marked_text(memo, values)
             if text is None:
                 return self._render(values, fallback)
-            memo.remember(key, text)
-        return _finished(memo.named_text(text, values))
+            remembered = memo.remember(key, text)
+        quick = memo.collapsed_text(remembered, values, MAX_OUTPUT)
+        return quick if quick is not None else _finished(memo.named_text(remembered.raw, values))
 
     def _render(self, values: Mapping[str, Any], fallback: str) -> str:
         """A shared context skips copying the template globals per finding, which halves
