@@ -381,7 +381,7 @@ def test_control_characters_in_a_snapshot_stay_on_their_line(tmp_path: Path) -> 
                 "gpu": {"model": "NVIDIA A10G", "count": 1}, "state": "running"}
     for fmt in ("json", "table", "markdown", "sarif"):
         run = run_gpuwarden("scan", "--source", snapshot(tmp_path, {"resources": [resource]}),
-                            "-f", fmt)
+                            "-f", fmt, "--now", "2026-06-17T14:30:00Z")  # on-hours: no stop
         assert run.code == 0 and "i-1" in run.out  # audit findings only
         for hidden in ("\x1b", "\u2028", "i-1\ngpuwarden"):
             assert hidden not in run.out
