@@ -114,3 +114,15 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for number in range(50):
         template.render(_values(rng) | {"cost": float(number)}, fallback="T")
     assert template.memo is not None and len(template.memo.texts) <= 5
+
+
+def test_long_texts_and_long_lists_are_not_remembered() -> None:
+    template = compile_message("{{ r.name }} {{ details.missing_tags | join(',') }}")
+    rng = random.Random(9)
+    long_list = _values(rng) | {"details": {"missing_tags": [f"t{n}" for n in range(500)]}}
+    assert template.memo is not None
+    assert template.memo.key(long_list, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
+    short_name = _resource(rng).model_copy(update={"name": "n"})
+    long_text = {"r": short_name, "details": {"missing_tags": ["x" * 2_000]}}
+    assert template.render(long_text, fallback="T").endswith("x" * 2_000)
+    assert not template.memo.texts

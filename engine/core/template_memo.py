@@ -16,7 +16,8 @@ render from the values (`MessageMemo.key`):
 - the resource's name is only printed as it is (`{{ r.name }}`): then it is the marker.
 
 A template the rules refuse, or a render whose values are not plain, is rendered as before.
-A render that fails, or a text longer than the output bound, is never remembered.
+A render that fails, or a text longer than `MAX_TEXT`, is never remembered; a template keeps at
+most `MAX_REMEMBERED` texts, and a list of more than `MAX_ITEMS` values is not keyed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from jinja2 import nodes
 from jinja2.runtime import Undefined
 from pydantic import BaseModel
 
-MAX_REMEMBERED = 2048  # texts kept per template; past that the memo starts again
+MAX_REMEMBERED = 1024  # texts kept per template; past that the memo starts again
+MAX_TEXT = 1_000  # characters of a text worth remembering (messages run 50-300)
+MAX_ITEMS = 64  # items of a list read as one value of the key
 NAME = "name"
 _VALUE, _TRUTH = "value", "truth"
 _STEP_ATTR, _STEP_ITEM = "attr", "item"
@@ -161,6 +164,8 @@ def plain_key(value: Any) -> Any:
     if isinstance(value, Enum):
         return (kind, value)
     if kind is list or kind is tuple or kind is frozenset:
+        if len(value) > MAX_ITEMS:
+            return None
         items = tuple(plain_key(item) for item in value)
         return None if any(item is None for item in items) else (kind, items)
     if isinstance(value, Undefined) or value is _ABSENT:

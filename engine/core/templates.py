@@ -34,6 +34,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel
 
+from engine.core import template_memo
 from engine.core.template_memo import MessageMemo, memo_for
 
 MAX_SOURCE = 10_000  # characters of one template
@@ -382,14 +383,14 @@ class MessageTemplate:
 
     def _marked_text(self, memo: MessageMemo, values: Mapping[str, Any]) -> str | None:
         """The whole output with markers for names, before whitespace is collapsed; None when
-        it fails or is cut (then it is rendered the usual way and not remembered)."""
+        it fails or is long (then it is rendered the usual way and not remembered)."""
         try:
             context = self.template.new_context({**ENVIRONMENT.globals, **memo.marked(values)},
                                                 shared=True)
             text = _bounded_output(self.template.root_render_func(context))
         except Exception:  # a hostile template may raise anything: rendered as usual
             return None
-        return text if len(text) <= MAX_OUTPUT else None
+        return text if len(text) <= template_memo.MAX_TEXT else None
 
 
 def _finished(text: str) -> str:
