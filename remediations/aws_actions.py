@@ -9,7 +9,11 @@
   ("min,max,desired"), then `UpdateAutoScalingGroup` MinSize=0 DesiredCapacity=0.
 - EKS node group: the same tag on the node group, then `UpdateNodegroupConfig` with minSize 0
   and desiredSize 0 (maxSize is kept: EKS requires at least 1).
-- SageMaker notebook instance: `StopNotebookInstance`.
+- SageMaker notebook instance: the stop mark (`AddTags`), then `StopNotebookInstance`.
+
+`resume` (planned at on-hours for what carries gpuwarden's stop mark) starts an instance, restores
+a group's or node group's recorded size, and starts a notebook instance that is still `Stopped`
+(`StartNotebookInstance`), then deletes the mark.
 
 `mark-violation` tags the resource `gpuwarden:violation=<policy>@<YYYY-MM-DD>` (Cloud
 Custodian's mark-for-op idea); marks of several policies are kept comma-separated, and a policy
@@ -210,6 +214,8 @@ class AwsActions:
             return self._resume_group(finding, resource)
         if resource.kind == "aws_eks_node_group":
             return self._resume_node_group(finding, resource)
+        if resource.kind == "aws_sagemaker_notebook_instance":
+            return self._resume_notebook(finding, resource)
         if resource.kind != "aws_instance":
             return NoChange(f"no resume action for a {resource.kind}")
         ec2 = self._client("ec2", resource)
@@ -391,27 +397,68 @@ class AwsActions:
 
     @IAM.declare(remediation="stop",
                  reads=["sagemaker:DescribeNotebookInstance", "sagemaker:ListTags"],
-                 writes=["sagemaker:StopNotebookInstance"])
+                 writes=["sagemaker:AddTags", "sagemaker:StopNotebookInstance"],
+                 tag_keys=[STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _stop_notebook(self, finding: Finding, resource: Resource) -> Change | NoChange:
         sagemaker = self._client("sagemaker", resource)
         name = str(resource.raw.get("NotebookInstanceName") or resource.name)
         notebook = sagemaker.describe_notebook_instance(NotebookInstanceName=name)
         status = notebook["NotebookInstanceStatus"]
         before = {"status": status}
-        tags = sagemaker.list_tags(ResourceArn=notebook["NotebookInstanceArn"]).get("Tags")
+        arn = notebook["NotebookInstanceArn"]
+        tags = sagemaker.list_tags(ResourceArn=arn).get("Tags")
         protected = protection(finding.policy, _tag_map(tags))
         if protected:
             return NoChange(protected, before)
         if status in ("Stopping", "Stopped", "Deleting", "Failed"):
             return NoChange(f"notebook instance {name} is already {status.lower()}", before)
+        marks = _stop_marks(finding, self.marked_at or self.clock())
 
         def apply() -> dict[str, Any]:
+            sagemaker.add_tags(ResourceArn=arn, Tags=marks)  # the way back, first
             sagemaker.stop_notebook_instance(NotebookInstanceName=name)
             return {"status": sagemaker.describe_notebook_instance(
                 NotebookInstanceName=name)["NotebookInstanceStatus"]}
 
-        return Change(before, {"StopNotebookInstance": {"NotebookInstanceName": name}}, apply,
+        return Change(before, {"AddTags": {"ResourceArn": arn, "Tags": marks},
+                               "StopNotebookInstance": {"NotebookInstanceName": name}}, apply,
                       f"stopped notebook instance {name} (was {status})")
+
+    @IAM.declare(remediation="stop",
+                 reads=["sagemaker:DescribeNotebookInstance", "sagemaker:ListTags"],
+                 writes=["sagemaker:StartNotebookInstance", "sagemaker:DeleteTags"],
+                 tag_keys=[STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
+    def _resume_notebook(self, finding: Finding, resource: Resource) -> Change | NoChange:
+        """Start a notebook instance gpuwarden stopped (still Stopped, its mark still on it),
+        then delete the mark."""
+        from botocore.exceptions import ClientError
+
+        sagemaker = self._client("sagemaker", resource)
+        name = str(resource.raw.get("NotebookInstanceName") or resource.name)
+        try:
+            notebook = sagemaker.describe_notebook_instance(NotebookInstanceName=name)
+        except ClientError as exc:
+            if _error_code(exc) == "ValidationException":  # SageMaker's "RecordNotFound"
+                return NoChange(f"notebook instance {name} no longer exists")
+            raise
+        status, arn = notebook["NotebookInstanceStatus"], notebook["NotebookInstanceArn"]
+        before = {"status": status}
+        tags = _tag_map(sagemaker.list_tags(ResourceArn=arn).get("Tags"))
+        if STOPPED_BY_TAG not in tags:
+            return NoChange(f"notebook instance {name} carries no {STOPPED_BY_TAG} mark", before)
+        if status != "Stopped":
+            return NoChange(f"notebook instance {name} is {status}, not Stopped", before)
+        keys = [key for key in (STOPPED_BY_TAG, RESUME_SCHEDULE_TAG) if key in tags]
+
+        def apply() -> dict[str, Any]:
+            sagemaker.start_notebook_instance(NotebookInstanceName=name)
+            sagemaker.delete_tags(ResourceArn=arn, TagKeys=keys)
+            return {"status": sagemaker.describe_notebook_instance(
+                NotebookInstanceName=name)["NotebookInstanceStatus"]}
+
+        return Change(before, {"StartNotebookInstance": {"NotebookInstanceName": name},
+                               "DeleteTags": {"ResourceArn": arn, "TagKeys": keys}}, apply,
+                      f"resumed notebook instance {name} (stopped by gpuwarden)")
 
     # mark-violation --------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ MAX_MARK_CHARS = 512  # AWS tag values hold 256; a longer "mark" is not gpuwarde
 # the kinds an executor can resume
 RESUMABLE_KINDS = frozenset({
     "aws_instance", "aws_autoscaling_group", "aws_eks_node_group", "google_compute_instance",
-    "google_container_node_pool",
+    "google_container_node_pool", "aws_sagemaker_notebook_instance",
     "azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine",
     "azurerm_kubernetes_cluster_node_pool", "Deployment", "StatefulSet"})
 

@@ -143,7 +143,7 @@ def test_enforce_stops_exactly_the_off_hours_targets(
         "CreateSnapshot", "StopInstances", "StopInstances", "StopInstances",
         "CreateTags", "CreateTags", "CreateTags",  # gpuwarden's stop marks, for resume
         "CreateOrUpdateTags", "UpdateAutoScalingGroup", "TagResource", "UpdateNodegroupConfig",
-        "StopNotebookInstance"])
+        "AddTags", "StopNotebookInstance"])
     stopped = {i for op, params in mutated if op == "StopInstances"
                for i in params["InstanceIds"]}
     assert stopped == {estate["dev"], estate["spot"], estate["west"]}
@@ -213,7 +213,7 @@ def test_enforce_respects_max_actions(
     assert {c[2] for c in aws.mutating_calls()} <= {"CreateSnapshot", "StopInstances",
                                                     "CreateOrUpdateTags",
                                                     "UpdateAutoScalingGroup", "TagResource",
-                                                    "UpdateNodegroupConfig",
+                                                    "UpdateNodegroupConfig", "AddTags",
                                                     "StopNotebookInstance"}
     assert len(audit_lines(tmp_path / "audit.jsonl")) == 2
 

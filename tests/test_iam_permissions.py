@@ -270,7 +270,8 @@ def test_every_call_of_a_scan_and_an_enforcement_is_declared_and_every_declarati
     marked = mark_every_kind(collected, tmp_path / "mark.jsonl")
     enforce(collected, [planned(r, "resume") for r in collected.resources  # by its marks
                         if r.kind in ("aws_instance", "aws_autoscaling_group",
-                                      "aws_eks_node_group")],
+                                      "aws_eks_node_group",
+                                      "aws_sagemaker_notebook_instance")],
             tmp_path / "resume.jsonl")
     recorder.on = False
 

@@ -83,6 +83,7 @@ def test_off_hours_stop_then_on_hours_resume(
     planned = resumes(scan(tmp_path / "dry.jsonl", MORNING, capsys, monkeypatch))
     assert planned.pop(estate["asg"])["status"] == "planned"
     assert planned.pop(estate["nodegroup"])["status"] == "planned"
+    assert planned.pop(estate["notebook"])["status"] == "planned"  # tests/test_resume_notebooks
     assert node_group(aws)["scalingConfig"]["desiredSize"] == 0
     assert planned == {estate[n]: {"action": "resume", "status": "planned",
                                    "detail": f"would resume {estate[n]} (stopped at "
@@ -92,7 +93,7 @@ def test_off_hours_stop_then_on_hours_resume(
 
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert {rid: r["status"] for rid, r in resumes(report).items()} == {
-        estate[n]: "applied" for n in (*STOPPED_INSTANCES, "asg", "nodegroup")}
+        estate[n]: "applied" for n in (*STOPPED_INSTANCES, "asg", "nodegroup", "notebook")}
     minimum, maximum, desired, group_tags = group_size(aws)
     assert (minimum, maximum, desired) == (1, 4, 2)
     assert not {STOPPED_BY_TAG, RESUME_SCHEDULE_TAG, PREVIOUS_SIZE_TAG} & set(group_tags)
@@ -109,7 +110,8 @@ def test_off_hours_stop_then_on_hours_resume(
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     resumed = [(line["resource"], line["phase"]) for line in lines if line["action"] == "resume"]
     assert sorted(resumed) == sorted((estate[n], phase)
-                                     for n in (*STOPPED_INSTANCES, "asg", "nodegroup")
+                                     for n in (*STOPPED_INSTANCES, "asg", "nodegroup",
+                                               "notebook")
                                      for phase in ("before", "after"))
     again = scan(audit, MORNING, capsys, monkeypatch, "--enforce")
     assert resumes(again) == {}
@@ -123,7 +125,9 @@ def test_resume_respects_max_actions(
     scan(audit, EVENING, capsys, monkeypatch, "--enforce")
     report = scan(audit, MORNING, capsys, monkeypatch, "--enforce", "--max-actions", "1")
     statuses = sorted(r["status"] for r in resumes(report).values())
-    assert statuses == ["applied", "skipped", "skipped", "skipped", "skipped"]
+    assert statuses == ["applied", "skipped", "skipped", "skipped", "skipped", "skipped"]
     resumed = sum(state(aws, estate[n]) != "stopped" for n in STOPPED_INSTANCES)
     resumed += node_group(aws)["scalingConfig"]["desiredSize"] != 0
+    resumed += aws.client("sagemaker", EAST).describe_notebook_instance(
+        NotebookInstanceName="research")["NotebookInstanceStatus"] != "Stopped"
     assert resumed + (group_size(aws)[2] != 0) == 1

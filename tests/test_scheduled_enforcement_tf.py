@@ -50,6 +50,7 @@ MUTATING_ACTIONS = frozenset({
     "sagemaker:StopNotebookInstance", "sagemaker:AddTags",
     # resume at on-hours: what gpuwarden itself stopped (its mark) is started again
     "ec2:StartInstances", "ec2:DeleteTags", "autoscaling:DeleteTags", "eks:UntagResource",
+    "sagemaker:StartNotebookInstance", "sagemaker:DeleteTags",
 })
 READ_ONLY = re.compile(r"^[a-z0-9-]+:(Describe|List|Get)[A-Za-z]+$")
 PRODUCTION_VALUES = {"prod", "production"}

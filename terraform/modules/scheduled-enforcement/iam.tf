@@ -90,6 +90,13 @@ locals {
       tag_keys    = []
     },
     {
+      sid         = "MarkAndResumeStoppedNotebookInstances"
+      remediation = "stop"
+      actions     = ["sagemaker:AddTags", "sagemaker:DeleteTags", "sagemaker:StartNotebookInstance"]
+      resources   = ["arn:${local.p}:sagemaker:*:*:notebook-instance/*"]
+      tag_keys    = ["gpuwarden:resume-schedule", "gpuwarden:stopped-by"]
+    },
+    {
       sid         = "SnapshotVolumesBeforeStop"
       remediation = "snapshot-before-stop"
       actions     = ["ec2:CreateSnapshot"]
