@@ -208,3 +208,25 @@ def test_the_join_still_finds_instances_by_their_native_fields(tmp_path: Path) -
             if f.policy == "gpu-idle" and f.resource.id == "i-0feedfacecafe0001"]
     assert len(idle) == 1 and idle[0].result == "fail"
     assert comparable(released) == comparable(kept)
+
+
+@pytest.mark.parametrize("raw", [
+    {"InstanceId": "i-0abc12345678", "PrivateDnsName": "IP-10-0-0-1.ec2.internal",
+     "PrivateIpAddress": "10.0.0.1", "Tags": [{"Key": "Name", "Value": "x"}], "State": {}},
+    {"hostname": "VM-1.c.proj.internal", "labels": {"team": "a"}, "disks": [{"boot": True}]},
+    {"properties": {"osProfile": {"computerName": "Trainer-01", "adminUsername": "a"},
+                    "hardwareProfile": {"vmSize": "Standard_NC4as_T4_v3"}}},
+    {"properties": {"osProfile": "not a mapping"}, "hostname": 7},
+    {},
+])
+@pytest.mark.parametrize("provider", ["aws", "gcp", "azure"])
+def test_the_join_finds_an_instance_by_its_join_fields_alone(provider: str,
+                                                             raw: dict[str, Any]) -> None:
+    from engine.core.model import Resource
+    from engine.sources.snapshot import join_fields
+    from engine.telemetry.hosts import instance_keys
+
+    whole = Resource(provider=provider, kind="vm", category="instance", id="vm-1", name="VM-1",
+                     raw=raw)
+    slim = whole.model_copy(update={"raw": join_fields(raw)})
+    assert instance_keys(slim) == instance_keys(whole)

@@ -53,9 +53,12 @@ _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
 # The sections later stages read: the telemetry join's readings, and the Kubernetes objects it
 # finds pods and nodes in.
 _JOINED_SECTIONS = ("telemetry", "kubernetes")
-# The resources whose native object (`raw`) the telemetry join reads: it finds instances by
-# their ids, DNS names and addresses (engine.telemetry.hosts).
+# The resources whose native object (`raw`) the telemetry join reads, and the fields it reads:
+# it finds instances by their ids, DNS names and addresses (engine.telemetry.hosts.instance_keys;
+# tests/test_snapshot_scale.py holds the two together).
 _JOINED_BY_RAW = frozenset({Category.INSTANCE, Category.AUTOSCALING_GROUP})
+_JOIN_RAW_PATHS = (("InstanceId",), ("PrivateDnsName",), ("PrivateIpAddress",), ("hostname",),
+                   ("properties", "osProfile", "computerName"))
 
 
 def read_snapshot(path: Path) -> dict[str, Any]:
@@ -118,8 +121,9 @@ def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext, *,
         if value is not None:
             for resource in _read_section(name, value, ctx):
                 found.append(bounded := bounded_resource(resource))
-                if not keep_raw and bounded.raw and bounded.category not in _JOINED_BY_RAW:
-                    bounded.raw = {}
+                if not keep_raw and bounded.raw:
+                    bounded.raw = join_fields(bounded.raw) \
+                        if bounded.category in _JOINED_BY_RAW else {}
                 share_fields_set(bounded)
         del value
     return found
@@ -170,6 +174,21 @@ def _normalized(value: Any, ctx: SnapshotContext) -> list[Resource]:
             raise InputError(f"resources[{index}].{where}: {printable(error['msg'])}",
                              file=ctx.file) from None
     return found
+
+
+def join_fields(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a native object the telemetry join reads (`_JOIN_RAW_PATHS`)."""
+    kept: dict[str, Any] = {}
+    for path in _JOIN_RAW_PATHS:
+        value: Any = raw
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is not None:
+            holder = kept
+            for key in path[:-1]:
+                holder = holder.setdefault(key, {})
+            holder[path[-1]] = value
+    return kept
 
 
 def load_snapshot_resources(path: Path, catalog: Catalog) -> list[Resource]:
