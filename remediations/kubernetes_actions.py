@@ -1,11 +1,12 @@
 """Enforce mode on a live cluster: apply planned `stop` remediations to Kubernetes workloads.
 
 Deployments and StatefulSets are scaled to zero and CronJobs suspended; the previous value is
-kept in an annotation so the workload can be restored. A Deployment or StatefulSet also gets
-gpuwarden's stop mark (`gpuwarden.io/stopped-by` = `<policy>@<evaluation instant>`,
-`gpuwarden.io/resume-schedule`), and a planned `resume` (its schedule's on-hours began) scales it
-back to the recorded replicas and removes the three annotations, only while it is still at zero
-and still marked: a workload scaled down by someone else carries no mark and stays down.
+kept in an annotation so the workload can be restored. Each also gets gpuwarden's stop mark
+(`gpuwarden.io/stopped-by` = `<policy>@<evaluation instant>`, `gpuwarden.io/resume-schedule`),
+and a planned `resume` (its schedule's on-hours began) scales it back to the recorded replicas,
+or sets a CronJob's `spec.suspend` back to false, and removes the three annotations, only while
+it is still at zero (still suspended) and still marked: a workload scaled down or suspended by
+someone else carries no mark and stays down.
 Guard rails:
 
 - only findings whose remediation the planner marked `planned` (runtime deny, non-production);
@@ -42,7 +43,7 @@ PREVIOUS_SUSPEND = "gpuwarden.io/previous-suspend"
 STOP_ACTION = "stop"
 RESUME_ACTION = "resume"
 ACTIONS = (STOP_ACTION, RESUME_ACTION)
-RESUMABLE = frozenset({"Deployment", "StatefulSet"})
+RESUMABLE = frozenset({"Deployment", "StatefulSet", "CronJob"})
 MAX_REPLICAS = 10_000  # a larger recorded count is not trusted
 
 
@@ -142,7 +143,7 @@ class _Runner:
 
     def resume(self, finding: Finding, resource: Resource) -> tuple[Any, str]:
         """Scale a workload gpuwarden scaled to zero (its mark still on it) back to the replicas
-        it recorded, and remove the mark."""
+        it recorded, or unsuspend a CronJob it suspended, and remove the mark."""
         target = _TARGETS.get(resource.kind) if resource.kind in RESUMABLE else None
         if target is None:
             return "skipped", f"no resume action for a {resource.kind}"
@@ -151,14 +152,17 @@ class _Runner:
         if isinstance(read, tuple):
             return read
         before = _stop_state(resource.kind, read)
-        body, reason = _resume_patch(resource.id, read)
+        body, reason = (_unsuspend_patch if resource.kind == "CronJob" else _resume_patch)(
+            resource.id, read)
         if body is None:
             self._write("check", finding, ref, RESUME_ACTION, before=before, result="skipped",
                         reason=reason)
             return "skipped", reason
-        return self._patch(finding, resource, RESUME_ACTION, target, ref, before, body,
-                           f"scaled {resource.id} back to {body['spec']['replicas']} replicas "
-                           "(stopped by gpuwarden)")
+        done = f"unsuspended {resource.id} (suspended by gpuwarden)" \
+            if resource.kind == "CronJob" else \
+            f"scaled {resource.id} back to {body['spec']['replicas']} replicas (stopped by " \
+            "gpuwarden)"
+        return self._patch(finding, resource, RESUME_ACTION, target, ref, before, body, done)
 
     def _stop_marks(self, finding: Finding) -> dict[str, str]:
         at = self.marked_at or self.now()
@@ -274,6 +278,27 @@ def _resume_patch(resource_id: str, current: dict[str, Any]
     if metadata.get("resourceVersion"):
         patch_metadata["resourceVersion"] = metadata["resourceVersion"]
     return {"metadata": patch_metadata, "spec": {"replicas": int(recorded)}}, ""
+
+
+def _unsuspend_patch(resource_id: str, current: dict[str, Any]
+                     ) -> tuple[dict[str, Any] | None, str]:
+    """(the patch that sets a CronJob's `suspend` back to false and removes the mark, "") or
+    (None, why not): no mark, it was suspended before gpuwarden came, or it is no longer
+    suspended (someone resumed it since)."""
+    metadata = current.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    if STOPPED_BY_ANNOTATION not in annotations:
+        return None, f"{resource_id} carries no {STOPPED_BY_ANNOTATION} mark"
+    if annotations.get(PREVIOUS_SUSPEND) != "false":
+        return None, f"{resource_id} was suspended before gpuwarden suspended it"
+    if (current.get("spec") or {}).get("suspend") is not True:
+        return None, f"{resource_id} is no longer suspended"
+    patch_metadata: dict[str, Any] = {"annotations": {
+        key: None for key in (STOPPED_BY_ANNOTATION, RESUME_SCHEDULE_ANNOTATION,
+                              PREVIOUS_SUSPEND)}}
+    if metadata.get("resourceVersion"):
+        patch_metadata["resourceVersion"] = metadata["resourceVersion"]
+    return {"metadata": patch_metadata, "spec": {"suspend": False}}, ""
 
 
 def _protection(policy: str, resource: Resource, obj: dict[str, Any]) -> str | None:

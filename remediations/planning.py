@@ -47,7 +47,7 @@ RESUMABLE_KINDS = frozenset({
     "aws_instance", "aws_autoscaling_group", "aws_eks_node_group", "google_compute_instance",
     "google_container_node_pool", "aws_sagemaker_notebook_instance",
     "azurerm_linux_virtual_machine", "azurerm_windows_virtual_machine",
-    "azurerm_kubernetes_cluster_node_pool", "Deployment", "StatefulSet"})
+    "azurerm_kubernetes_cluster_node_pool", "Deployment", "StatefulSet", "CronJob"})
 
 
 def plan_remediations(evaluation: Evaluation, policies: Iterable[CompiledPolicy]) -> Report:

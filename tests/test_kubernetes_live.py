@@ -497,7 +497,9 @@ def test_enforce_scales_to_zero_suspends_and_audits(
     assert trainer.body["metadata"]["resourceVersion"] == "100"
     nightly = patches["/apis/batch/v1/namespaces/ml/cronjobs/nightly"]
     assert nightly.body["spec"] == {"suspend": True}
-    assert nightly.body["metadata"]["annotations"] == {PREVIOUS_SUSPEND: "false"}
+    assert nightly.body["metadata"]["annotations"] == {
+        PREVIOUS_SUSPEND: "false", STOPPED_BY_ANNOTATION: f"gpu-off-hours-shutdown@{OFF_HOURS_ISO}",
+        RESUME_SCHEDULE_ANNOTATION: "off=(M-F,19);on=(M-F,7);tz=utc"}
     assert api.find("Deployment", "ml", "trainer-a")["spec"]["replicas"] == 0  # type: ignore[index]
     assert api.find("Deployment", "prod", "serving")["spec"]["replicas"] == 2  # type: ignore[index]
 

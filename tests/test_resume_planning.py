@@ -75,5 +75,5 @@ def test_no_readable_mark_means_no_resume(tags: dict[str, str]) -> None:
 
 def test_a_kind_without_a_resume_action_is_not_planned() -> None:
     assert planned([resource("aws_sagemaker_endpoint", tags={STOPPED_BY_TAG: MARK}),
-                    resource("CronJob", "kubernetes",
+                    resource("DaemonSet", "kubernetes",
                              annotations={STOPPED_BY_ANNOTATION: MARK})]) == {}
