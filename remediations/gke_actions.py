@@ -1,12 +1,14 @@
 """Enforce mode on GKE node pools: scale to zero at off-hours, restore at on-hours.
 
 - `stop`: the pool is read fresh (its resource labels, autoscaling, and the target sizes of its
-  instance groups). First its resource labels get gpuwarden's stop mark and the size to come
-  back to (`nodePools.update`: the way back before the change), then the autoscaler is turned
-  off (`setAutoscaling`, when on) and the pool set to zero nodes (`setSize`). The size label
+  instance groups), and its cluster (labels; an Autopilot cluster's pools are left to GKE).
+  First its resource labels get gpuwarden's stop mark and the size to come back to
+  (`nodePools.update`: the way back before the change), then the autoscaler is turned off
+  (`setAutoscaling`, when on) and the pool set to zero nodes (`setSize`). The size label
   `gpuwarden-previous-size` is `<mode>_<min>_<max>_<count>`: mode `fixed` (no autoscaler),
   `zone` (per-zone limits) or `total` (total limits); count is nodes per zone, as `setSize` and
-  `initialNodeCount` count them. A pool already at zero is skipped.
+  `initialNodeCount` count them (the largest zone's, when an autoscaler left them uneven). A
+  pool already at zero is skipped.
 - `resume`: only a pool still at zero that carries both the stop mark and a readable size:
   `setSize` to the recorded count, the autoscaler back with its limits, then the three labels
   removed. A pool scaled to zero by anyone else carries no mark and stays at zero.
@@ -133,8 +135,13 @@ class NodePoolActions:
         labels = _resource_labels(pool)
         size = current_size(pool, max(sizes))
         before = {"nodes": sum(sizes), "size": size.label}
-        protected = protection(finding.policy, {**(pool.get("config") or {}).get("labels", {}),
-                                                **labels}, fallback=resource.namespace_labels)
+        cluster = self._cluster(ref)
+        if (cluster.get("autopilot") or {}).get("enabled"):
+            return NoChange(f"{ref.path}: GKE Autopilot manages its node pools", before)
+        protected = protection(finding.policy, {
+            **(cluster.get("resourceLabels") or {}),
+            **((pool.get("config") or {}).get("labels") or {}), **labels},
+            fallback=resource.namespace_labels)
         if protected:
             return NoChange(protected, before)
         if sum(sizes) == 0:
@@ -203,6 +210,15 @@ class NodePoolActions:
         if not sizes:
             return NoChange(f"{ref.path} has no instance groups to size")
         return ref, pool, sizes
+
+    def _cluster(self, ref: PoolRef) -> dict[str, Any]:
+        """The pool's cluster as read now (its labels, whether it is Autopilot)."""
+        try:
+            cluster: dict[str, Any] = self.clients.container.get(
+                f"{ref.location_path}/clusters/{ref.cluster}")
+        except Exception as exc:
+            raise PoolActionError(describe_error(exc)[0]) from exc
+        return cluster
 
     def _set_labels(self, ref: PoolRef, pool: Mapping[str, Any], labels: dict[str, str]) -> None:
         config = pool.get("config") or {}

@@ -1,5 +1,5 @@
 """The GKE part of the loopback Google Cloud server of tests/test_gcp_source.py: the container API
-v1 (clusters.list over all locations with node pools inline, nodePools.get / update /
+v1 (clusters.list over all locations with node pools inline, clusters.get, nodePools.get / update /
 setSize / setAutoscaling, operations.get) and Compute Engine's instanceGroupManagers.get, which
 holds a pool's real size. Objects are the API's JSON (camelCase; int64 fields as strings).
 
@@ -48,11 +48,13 @@ def _group_key(url: str) -> str:
 
 
 def add_cluster(state: GkeState, project: str, name: str, location: str, zones: list[str],
-                pools: list[dict[str, Any]], labels: dict[str, str] | None = None) -> None:
+                pools: list[dict[str, Any]], labels: dict[str, str] | None = None,
+                autopilot: bool = False) -> None:
     """A cluster; each pool's `nodes` (per zone) become its instance groups' target sizes."""
     cluster: dict[str, Any] = {
         "name": name, "location": location, "locations": zones, "status": "RUNNING",
         "resourceLabels": labels or {}, "currentMasterVersion": "1.30.5-gke.1014001",
+        "autopilot": {"enabled": autopilot},
         "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/"
                     f"{location}/clusters/{name}", "nodePools": []}
     for spec in pools:
@@ -95,6 +97,8 @@ class GkeRoutes:
         project, location, rest = parts[2], parts[4], parts[5:]
         if rest == ["clusters"] and self.handler.command == "GET":
             return self._list(project, location)
+        if len(rest) == 2 and rest[0] == "clusters" and self.handler.command == "GET":
+            return self._cluster(project, location, rest[1])
         if len(rest) == 2 and rest[0] == "operations":
             return self._operation_get(rest[1])
         if len(rest) == 4 and rest[0] == "clusters" and rest[2] == "nodePools":
@@ -109,6 +113,12 @@ class GkeRoutes:
         clusters = [c for c in self.state.clusters.get(project, [])
                     if location in ("-", c["location"])]
         return self.handler._send(200, {"clusters": copy.deepcopy(clusters)})
+
+    def _cluster(self, project: str, location: str, name: str) -> None:
+        for cluster in self.state.clusters.get(project, []):
+            if cluster["name"] == name and cluster["location"] == location:
+                return self.handler._send(200, copy.deepcopy(cluster))
+        return self.error(404, "NOT_FOUND", f"Not found: cluster {name}")
 
     def _operation_get(self, name: str) -> None:
         for cluster, running in list(self.state.busy.items()):

@@ -47,6 +47,9 @@ def gke_estate(state: GkeState) -> None:
         {"name": "cpu", "nodes": 3, "initialNodeCount": 3,
          "config": {"machineType": "e2-standard-4"}},
     ], labels={"team": "ml", "cost-center": "cc-4711"})
+    add_cluster(state, "ml-dev", "auto", "europe-west4", ["europe-west4-a"], [
+        {"name": "nap-l4", "nodes": 1, "initialNodeCount": 1,
+         "config": {"machineType": "g2-standard-4"}}], autopilot=True)
     add_cluster(state, "ml-prod", "serve", "us-east1-b", ["us-east1-b"], [
         {"name": "a100-serve", "nodes": 1, "initialNodeCount": 1,
          "config": {"machineType": "a2-highgpu-1g"}}])
@@ -85,7 +88,7 @@ def gke_mutations(api: FakeGcp) -> list[str]:
 def test_a_scan_lists_node_pools_like_the_terraform_adapter(gke: FakeGcp) -> None:
     collected = collect_live(gke)
     pools = {r.name: r for r in collected.resources if r.kind == "google_container_node_pool"}
-    assert set(pools) == {"l4-pool", "t4-spot", "a100-idle", "cpu", "a100-serve"}
+    assert set(pools) == {"l4-pool", "t4-spot", "a100-idle", "cpu", "nap-l4", "a100-serve"}
     l4, t4, idle = pools["l4-pool"], pools["t4-spot"], pools["a100-idle"]
     assert l4.id == f"{TRAIN}/l4-pool"
     assert (l4.category, l4.cluster, l4.region, l4.account) == (
@@ -110,7 +113,8 @@ def test_scan_findings_and_the_snapshot_replay(
     bundle = tmp_path / "snap.json"
     _, report, _ = scan(capsys, monkeypatch, "--save-snapshot", str(bundle), now=EVENING)
     stops = by_action(report, "stop")
-    assert {name: r["status"] for name, r in stops.items()} == dict.fromkeys(SCALED, "planned")
+    assert {name: r["status"] for name, r in stops.items()} == dict.fromkeys(
+        [*SCALED, "nap-l4"], "planned")  # Autopilot is seen when acting
     assert stops["l4-pool"]["detail"] == (f"would scale {TRAIN}/l4-pool to zero (previous "
                                           "size 4 recorded)")
     failing = {f["resource"]["name"] for f in report["findings"] if f["result"] == "fail"
@@ -126,7 +130,8 @@ def test_scan_findings_and_the_snapshot_replay(
             assert resource.model_dump(exclude={"raw"}) == live[resource.id].model_dump(
                 exclude={"raw"})
     saved = json.loads(bundle.read_text())["gcp"]["projects"]
-    assert [c["name"] for p in saved for c in p.get("clusters", [])] == ["train", "serve"]
+    assert [c["name"] for p in saved for c in p.get("clusters", [])] == ["train", "auto",
+                                                                         "serve"]
 
 
 @pytest.fixture
@@ -134,8 +139,11 @@ def scaled_overnight(gke: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture
                      monkeypatch: pytest.MonkeyPatch) -> FakeGcp:
     _, report, _ = scan(capsys, monkeypatch, "--enforce", "--audit-log",
                         str(tmp_path / "audit.jsonl"), now=EVENING)
-    assert {name: r["status"] for name, r in by_action(report, "stop").items()} == \
-        dict.fromkeys(SCALED, "applied")
+    stops = by_action(report, "stop")
+    assert stops.pop("nap-l4") == {
+        "action": "stop", "status": "skipped", "detail": "projects/ml-dev/locations/europe-west4/"
+        "clusters/auto/nodePools/nap-l4: GKE Autopilot manages its node pools"}
+    assert {name: r["status"] for name, r in stops.items()} == dict.fromkeys(SCALED, "applied")
     return gke
 
 
@@ -154,6 +162,8 @@ def test_off_hours_scale_to_zero_then_on_hours_restore(
     assert pool(api, "l4-pool")["autoscaling"] == {"enabled": False}
     assert api.gke.nodes(pool(api, "a100-serve", "ml-prod")) == [1]  # production
     assert api.gke.nodes(pool(api, "cpu")) == [3, 3]  # no GPU
+    auto = api.gke.pool("ml-dev", "europe-west4", "auto", "nap-l4")
+    assert auto is not None and api.gke.nodes(auto) == [1]  # Autopilot: left to GKE
     sent = len(api.mutations())
 
     planned = by_action(scan(capsys, monkeypatch, now=MORNING)[1], "resume")
