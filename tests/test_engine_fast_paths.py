@@ -156,3 +156,24 @@ def test_unknown_messages_give_each_resource_its_own_name_and_reasons(
     assert set(messages) == {"b", "c"}
     assert messages["b"].startswith("b: cannot decide") and "'bad'" in messages["b"]
     assert messages["c"].startswith("c: cannot decide") and "'worse'" in messages["c"]
+
+
+def test_the_summary_counts_as_a_recount_does(builtin_engine: Engine, make_resource: Make
+                                              ) -> None:
+    from collections import Counter
+
+    boxes = [make_resource(id=f"i-{n}", name=f"b{n}", instance_type=kind, capacity=capacity,
+                           tags=tags)
+             for n, (kind, capacity, tags) in enumerate([
+                 ("p3.2xlarge", "on-demand", {}), ("g5.xlarge", "spot", {"team": "ml"}),
+                 ("p4d.24xlarge", "on-demand", {"env": "prod"}), ("m5.large", "on-demand", {}),
+                 ("g4dn.xlarge", "on-demand", {"gpuwarden-offhours": "nonsense"})])]
+    report = builtin_engine.evaluate(boxes, OFF_HOURS)
+    failing = [f for f in report.findings if f.result != "pass"]
+    summary = report.summary
+    assert summary.findings == len(failing) > 3
+    assert summary.failed == sum(f.result == "fail" for f in failing)
+    assert summary.unknown == sum(f.result == "unknown" for f in failing) > 0
+    assert list(summary.by_policy.items()) == list(Counter(f.policy for f in failing).items())
+    assert list(summary.by_severity.items()) == list(
+        Counter(f.severity.value for f in failing).items())

@@ -13,7 +13,6 @@ them (opaque here).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -527,22 +526,57 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
               *, spend_usd: float = 0.0) -> Summary:
     """The counts and the money, each kind apart: `spend_usd` is the scanned GPU spend (the
     evaluation's; a recount after dropping findings keeps the report's)."""
-    failing = [f for f in findings if f.result != "pass"]
-    by_kind = _per_resource_by_kind(failing)
-    savings = _combined_total(by_kind.get("savings", {}))
+    tally = _tally(findings)
+    savings = _combined_total(tally.by_kind.get("savings", {}))
     return Summary(
         resources=resources,
-        findings=len(failing),
-        failed=sum(1 for f in failing if f.result == "fail"),
-        unknown=sum(1 for f in failing if f.result == "unknown"),
+        findings=tally.findings,
+        failed=tally.failed,
+        unknown=tally.unknown,
         passed=passed,
         exempted=exempted,
-        by_policy=dict(Counter(f.policy for f in failing)),
-        by_severity=dict(Counter(f.severity.value for f in failing)),
-        by_account=dict(Counter(f.resource.account for f in failing if f.resource.account)),
+        by_policy=tally.by_policy,
+        by_severity=tally.by_severity,
+        by_account=tally.by_account,
         estimated_monthly_usd=savings,
         monthly_spend_usd=round(spend_usd, 2),
         savings_usd=savings,
-        unallocated_usd=_largest_total(by_kind.get("unallocated", {})),
-        over_budget_usd=_largest_total(by_kind.get("over_budget", {})),
+        unallocated_usd=_largest_total(tally.by_kind.get("unallocated", {})),
+        over_budget_usd=_largest_total(tally.by_kind.get("over_budget", {})),
     )
+
+
+@dataclass
+class _Tally:
+    """The failing and unknown findings counted, and the failing ones grouped per cost kind
+    and resource (`_per_resource_by_kind`), in one pass."""
+
+    findings: int = 0
+    failed: int = 0
+    unknown: int = 0
+    by_policy: dict[str, int] = field(default_factory=dict)
+    by_severity: dict[str, int] = field(default_factory=dict)
+    by_account: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, dict[tuple[str, str], list[Finding]]] = field(default_factory=dict)
+
+
+def _tally(findings: Iterable[Finding]) -> _Tally:
+    tally = _Tally()
+    by_policy, by_severity, by_account = tally.by_policy, tally.by_severity, tally.by_account
+    for finding in findings:
+        if finding.result == "pass":
+            continue
+        tally.findings += 1
+        by_policy[finding.policy] = by_policy.get(finding.policy, 0) + 1
+        severity = finding.severity.value
+        by_severity[severity] = by_severity.get(severity, 0) + 1
+        ref = finding.resource
+        if ref.account:
+            by_account[ref.account] = by_account.get(ref.account, 0) + 1
+        if finding.result == "fail":
+            tally.failed += 1
+            tally.by_kind.setdefault(finding.cost_kind, {}).setdefault(
+                (ref.provider, ref.id), []).append(finding)
+        elif finding.result == "unknown":
+            tally.unknown += 1
+    return tally
