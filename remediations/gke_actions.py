@@ -114,6 +114,13 @@ def pool_ref(resource: Resource) -> PoolRef | None:
                    found.group("pool"))
 
 
+def _unfinished_stop(labels: Mapping[str, str]) -> PoolSize | None:
+    """The size an earlier stop recorded and did not finish (its autoscaler may already be
+    off): that one is kept, so the way back is the size before gpuwarden first acted."""
+    return parse_size(labels.get(PREVIOUS_SIZE_LABEL, "")) if STOPPED_BY_LABEL in labels \
+        else None
+
+
 def _resource_labels(pool: Mapping[str, Any]) -> dict[str, str]:
     found = (pool.get("config") or {}).get("resourceLabels") or {}
     return {str(k): str(v) for k, v in found.items()}
@@ -146,7 +153,8 @@ class NodePoolActions:
             return NoChange(protected, before)
         if sum(sizes) == 0:
             return NoChange(f"{ref.path} is already at zero nodes", before)
-        wanted = {**labels, **marks, PREVIOUS_SIZE_LABEL: size.label}
+        recorded = _unfinished_stop(labels) or size
+        wanted = {**labels, **marks, PREVIOUS_SIZE_LABEL: recorded.label}
 
         def apply() -> dict[str, Any]:
             self._set_labels(ref, pool, wanted)  # the way back, first
@@ -160,7 +168,8 @@ class NodePoolActions:
                    if size.mode != "fixed" else None,
                    "nodePools.setSize": {"name": ref.path, "nodeCount": 0}}
         return Change(before, request, apply, f"scaled node pool {ref.path} to zero (was "
-                      f"{sum(sizes)} nodes; kept in label {PREVIOUS_SIZE_LABEL}={size.label})")
+                      f"{sum(sizes)} nodes; kept in label {PREVIOUS_SIZE_LABEL}="
+                      f"{recorded.label})")
 
     def resume(self, resource: Resource) -> Change | NoChange:
         """Restore the recorded size and autoscaler of a pool gpuwarden scaled to zero."""

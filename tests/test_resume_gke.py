@@ -264,3 +264,60 @@ def test_the_permissions_used_are_documented() -> None:
     permissions = permissions.split("## Permissions", 1)[1].split("\n## ", 1)[0]
     for permission in (*SCAN_PERMISSIONS, *ENFORCE_PERMISSIONS):
         assert f"`{permission}`" in permissions, permission
+
+
+def test_a_pool_machine_type_the_catalog_lacks_is_asked(
+    gke: FakeGcp, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from google.cloud import compute_v1
+
+    from engine.sources.gcp import machine_types
+
+    monkeypatch.setattr(machine_types, "_remembered", {})
+    add_cluster(gke.gke, "ml-dev", "future", "us-west1-b", ["us-west1-b"], [
+        {"name": "h100", "nodes": 2, "initialNodeCount": 2,
+         "config": {"machineType": "a9-highgpu-8g"}}])
+    gke.machine_types["a9-highgpu-8g"] = compute_v1.MachineType(
+        name="a9-highgpu-8g", guest_cpus=208, memory_mb=1_900_000, zone="us-west1-b",
+        accelerators=[compute_v1.Accelerators(guest_accelerator_type="nvidia-h100-80gb",
+                                              guest_accelerator_count=8)])
+    pools = {r.name: r for r in collect_live(gke).resources}
+    asked = [r.path for r in gke.requests if "/machineTypes/" in r.path]
+    assert asked == ["/compute/v1/projects/ml-dev/zones/us-west1-b/machineTypes/a9-highgpu-8g"]
+    h100 = pools["h100"]
+    assert h100.gpu is not None and (h100.gpu.model, h100.gpu.count) == ("NVIDIA H100 80GB", 8)
+    assert h100.count == 2
+
+
+def test_a_refused_call_fails_that_pool_and_the_run_goes_on(
+    gke: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    routes = gcp_tests.GkeRoutes
+    original = routes._mutate
+
+    def refuse_l4(self: Any, pool: dict[str, Any], verb: str, body: dict[str, Any]
+                  ) -> str | None:
+        if pool["name"] == "l4-pool" and verb == "setSize":
+            return "Insufficient regional quota"
+        return original(self, pool, verb, body)
+
+    monkeypatch.setattr(routes, "_mutate", refuse_l4)
+    audit = tmp_path / "audit.jsonl"
+    report = scan(capsys, monkeypatch, "--enforce", "--audit-log", str(audit), now=EVENING)[1]
+    stops = by_action(report, "stop")
+    assert stops["l4-pool"]["status"] == "failed"
+    assert "Insufficient regional quota" in stops["l4-pool"]["detail"]
+    assert stops["t4-spot"]["status"] == "applied"
+    assert api_nodes(gke)["l4-pool"] == [2, 2]
+    # the way back was written first: the mark and size stay for a retry or a person to read
+    assert labels(gke, "l4-pool")[PREVIOUS_SIZE_LABEL] == "zone_1_4_2"
+    failed = [e for e in audit_lines(audit) if e["result"] == "failed"]
+    assert [e["resource"].rsplit("/", 1)[-1] for e in failed] == ["l4-pool"]
+    assert pool(gke, "l4-pool")["autoscaling"] == {"enabled": False}  # off before the refusal
+
+    monkeypatch.setattr(routes, "_mutate", original)  # the quota is raised; the next run
+    report = scan(capsys, monkeypatch, "--enforce", "--audit-log", str(audit), now=EVENING)[1]
+    assert by_action(report, "stop")["l4-pool"]["status"] == "applied"
+    assert api_nodes(gke)["l4-pool"] == [0, 0]
+    assert labels(gke, "l4-pool")[PREVIOUS_SIZE_LABEL] == "zone_1_4_2"  # not "fixed_0_0_2"

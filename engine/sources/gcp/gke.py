@@ -27,6 +27,7 @@ from engine.sources.gcp.normalizers import attached_gpus, zone_region
 
 NODE_POOL_KIND = "google_container_node_pool"
 _REGIONAL_DEFAULT_ZONES = 3  # as the Terraform adapter assumes
+DEFAULT_MACHINE_TYPE = "e2-medium"  # GKE's default node
 
 
 def node_pool_path(project_id: str, cluster: Mapping[str, Any], pool: Mapping[str, Any]) -> str:
@@ -59,6 +60,23 @@ def pool_zones(cluster: Mapping[str, Any], pool: Mapping[str, Any]) -> int:
     return _REGIONAL_DEFAULT_ZONES if _is_regional(str(cluster.get("location") or "")) else 1
 
 
+def first_zone(cluster: Mapping[str, Any], pool: Mapping[str, Any]) -> str | None:
+    """A zone the pool's nodes run in (where its machine type can be asked about)."""
+    for holder in (pool, cluster):
+        zones = holder.get("locations")
+        if isinstance(zones, list) and zones and isinstance(zones[0], str):
+            return zones[0]
+    location = str(cluster.get("location") or "")
+    return None if not location or _is_regional(location) else location
+
+
+def pool_machine_types(clusters: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """(machine type, a zone it runs in) of each node pool."""
+    return [(str((pool.get("config") or {}).get("machineType") or DEFAULT_MACHINE_TYPE),
+             first_zone(cluster, pool))
+            for cluster in clusters for pool in cluster.get("nodePools") or []]
+
+
 def configured_count(cluster: Mapping[str, Any], pool: Mapping[str, Any]) -> int:
     autoscaling = pool.get("autoscaling") or {}
     if autoscaling.get("enabled") and autoscaling.get("totalMinNodeCount") is not None:
@@ -76,7 +94,7 @@ def node_count(cluster: Mapping[str, Any], pool: Mapping[str, Any]) -> int:
 def node_pool_resource(cluster: Mapping[str, Any], pool: dict[str, Any], project_id: str,
                        project_labels: dict[str, str], catalog: Catalog) -> Resource:
     config = pool.get("config") or {}
-    machine_type = str(config.get("machineType") or "e2-medium")  # GKE's default node
+    machine_type = str(config.get("machineType") or DEFAULT_MACHINE_TYPE)
     accelerators = [{"acceleratorCount": _number(a.get("acceleratorCount")),
                      "acceleratorType": a.get("acceleratorType")}
                     for a in config.get("accelerators") or [] if isinstance(a, Mapping)]

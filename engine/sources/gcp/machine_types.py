@@ -1,8 +1,8 @@
 """Live facts at the runtime door: when a scanned project runs a Compute Engine machine type the
-catalog does not list (a type newer than the catalog), ask `machineTypes.get` for its built-in
-accelerators, once per type per process (a type's hardware does not change). The answers go
-into the snapshot's `gcp.machine_types`, so a replay reads the same, and the estate is
-normalized with them added to the catalog (a `--catalog` row wins).
+catalog does not list (a type newer than the catalog; on an instance or in a GKE node pool), ask
+`machineTypes.get` for its built-in accelerators, once per type per process (a type's hardware
+does not change). The answers go into the snapshot's `gcp.machine_types`, so a replay reads the
+same, and the estate is normalized with them added to the catalog (a `--catalog` row wins).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from engine.core.catalog_files import with_instance_types
 from engine.core.catalog_tables import InstanceType
 from engine.sources.gcp.clients import GcpClients
 from engine.sources.gcp.failures import describe_error
+from engine.sources.gcp.gke import pool_machine_types
 from engine.sources.gcp.normalizers import last_segment
 from engine.sources.gcp.readers import ProjectEstate, plain
 
@@ -33,9 +34,9 @@ def _unknown_types(estates: Iterable[ProjectEstate],
     """Each machine type the catalog lacks → a (project, zone) that runs it."""
     found: dict[str, tuple[str, str]] = {}
     for estate in estates:
-        for instance in estate.instances:
-            name = last_segment(instance.get("machineType"))
-            zone = last_segment(instance.get("zone"))
+        running = [(last_segment(i.get("machineType")), last_segment(i.get("zone")))
+                   for i in estate.instances] + pool_machine_types(estate.clusters)
+        for name, zone in running:
             if name and zone and not catalog.knows(name) and name not in found:
                 found[name] = (estate.project_id, zone)
     return dict(list(found.items())[:MAX_TYPES_PER_SCAN])
