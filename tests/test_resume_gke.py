@@ -321,3 +321,28 @@ def test_a_refused_call_fails_that_pool_and_the_run_goes_on(
     assert by_action(report, "stop")["l4-pool"]["status"] == "applied"
     assert api_nodes(gke)["l4-pool"] == [0, 0]
     assert labels(gke, "l4-pool")[PREVIOUS_SIZE_LABEL] == "zone_1_4_2"  # not "fixed_0_0_2"
+
+
+def test_a_cluster_labelled_production_since_the_listing_is_not_changed(
+    gke: FakeGcp, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    routes = gcp_tests.GkeRoutes
+    original = routes._cluster
+
+    def relabelled(self: Any, project: str, location: str, name: str) -> None:
+        for cluster in self.state.clusters.get(project, []):
+            if cluster["name"] == "train":
+                cluster["resourceLabels"]["env"] = "prod"  # between the listing and the act
+        return original(self, project, location, name)
+
+    monkeypatch.setattr(routes, "_cluster", relabelled)
+    report = scan(capsys, monkeypatch, "--enforce", "--audit-log", str(tmp_path / "a.jsonl"),
+                  now=EVENING)[1]
+    stops = by_action(report, "stop")
+    for name in SCALED:
+        assert stops[name]["status"] == "skipped"
+        assert stops[name]["detail"].startswith("now ")
+        assert "production" in stops[name]["detail"]
+    assert gke_mutations(gke) == []
+    assert api_nodes(gke)["l4-pool"] == [2, 2]
