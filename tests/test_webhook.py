@@ -272,6 +272,11 @@ def engine() -> Engine:
     return Engine(load_policies(["builtin"]))
 
 
+def business_hours() -> datetime:
+    """The clock of the tests that are not about time: the off-hours policy stays quiet."""
+    return BUSINESS_HOURS
+
+
 @pytest.fixture(scope="module")
 def clock() -> Clock:
     return Clock(BUSINESS_HOURS)
@@ -648,7 +653,8 @@ def test_past_the_deadline_the_request_is_allowed_with_a_warning(
 ) -> None:
     slow = SlowEvaluator(engine, 1.5)
     settings = WebhookSettings(timeout_seconds=0.5)  # deadline 0.4 s
-    running = start_server(create_app(engine, settings=settings, evaluator=slow), certs)
+    running = start_server(create_app(engine, clock=business_hours, settings=settings,
+                                      evaluator=slow), certs)
     try:
         with running.client() as client:
             for path, budget in (("/validate", 0.4), ("/mutate?timeout=250ms", 0.2)):
@@ -687,7 +693,7 @@ def test_an_evaluation_error_fails_open(engine: Engine) -> None:
     def broken(resource: Resource, now: datetime) -> Evaluation:
         raise RuntimeError("bug")
 
-    running = start_server(create_app(engine, evaluator=broken), None)
+    running = start_server(create_app(engine, clock=business_hours, evaluator=broken), None)
     try:
         with running.client() as client:
             reply = client.post("/validate", json=review(gpu_workload()))
@@ -713,7 +719,7 @@ def test_rotated_certificate_is_served_to_new_connections(
     engine: Engine, tmp_path: Path
 ) -> None:
     certs = make_certs(tmp_path)
-    running = start_server(create_app(engine), certs, reload_interval=0.05)
+    running = start_server(create_app(engine, clock=business_hours), certs, reload_interval=0.05)
     try:
         context = certs.client_context()
         first = serial_of(certs.leaf)
@@ -741,8 +747,8 @@ def test_rotated_certificate_is_served_to_new_connections(
 
 def test_plain_http_only_when_asked(engine: Engine, certs: Certs) -> None:
     with pytest.raises(ValueError, match="certificate and a key"):
-        WebhookServer(create_app(engine), ServerSettings(port=0))
-    running = start_server(create_app(engine), None)
+        WebhookServer(create_app(engine, clock=business_hours), ServerSettings(port=0))
+    running = start_server(create_app(engine, clock=business_hours), None)
     try:
         assert running.url.startswith("http://")
         with running.client() as client:
@@ -814,7 +820,8 @@ class GatedLister(StaticLister):
 
 def test_ready_only_once_the_cluster_cache_is_loaded(engine: Engine, certs: Certs) -> None:
     lister = GatedLister()
-    running = start_server(create_app(engine, caches=ClusterCache(lister)), certs)
+    running = start_server(create_app(engine, clock=business_hours,
+                                      caches=ClusterCache(lister)), certs)
     try:
         with running.client() as client:
             assert client.get("/healthz").text == "ok"
@@ -914,7 +921,7 @@ def test_kubernetes_client_lists_fill_the_cache_in_chunks(
 def test_a_namespace_missing_from_the_cache_triggers_an_early_refresh(engine: Engine) -> None:
     lister = StaticLister(list(NAMESPACES), NODES)
     caches = ClusterCache(lister, resync_seconds=3600)
-    running = start_server(create_app(engine, caches=caches), None)
+    running = start_server(create_app(engine, clock=business_hours, caches=caches), None)
     try:
         with running.client() as client:
             wait_until(lambda: client.get("/readyz").status_code == 200)
@@ -935,7 +942,8 @@ def test_cache_refresh_failures_keep_the_webhook_up(engine: Engine) -> None:
         def list_namespaces(self) -> list[dict[str, Any]]:
             raise ConnectionError("API server unreachable")
 
-    running = start_server(create_app(engine, caches=ClusterCache(Down())), None)
+    running = start_server(create_app(engine, clock=business_hours,
+                                      caches=ClusterCache(Down())), None)
     try:
         with running.client() as client:
             time.sleep(0.2)
