@@ -191,8 +191,9 @@ def run(config: RunConfig, log: RunLog, started: float | None = None,
     """The scan pipeline, then store; the summary of what happened."""
     import tempfile
 
-    from engine.pipeline import run_scan
+    from engine.pipeline import run_scan, tune_collector
 
+    tune_collector()  # as the CLI's entry point does; a warm container keeps the setting
     started = time.perf_counter() if started is None else started
     instant = config.now or utc_now()
     log.run_id = run_id_for(instant, config.trigger_id or log.request_id)
