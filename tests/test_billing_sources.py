@@ -60,7 +60,7 @@ def test_a_damaged_gzip_part_is_an_input_error(tmp_path: Path, content: bytes) -
 
 
 def test_an_empty_folder_is_an_input_error(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="no .csv"):
+    with pytest.raises(InputError, match=r"no \.csv"):
         read_billing(str(tmp_path))
 
 
