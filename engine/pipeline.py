@@ -43,9 +43,9 @@ COLLECTOR_THRESHOLD = 100_000  # allocations between first-generation collection
 def tune_collector() -> None:
     """Once per process, by the entry points (the CLI, the Lambda): evaluation allocates many
     small objects and makes no reference cycles, so with the default threshold the cyclic
-    garbage collector scans
-    the growing list of findings again and again, about a third of a large scan's CPU time
-    (`python3 bench/bench_engine.py -n 20000`). Evaluation itself never touches it."""
+    garbage collector scans the growing list of findings again and again, about a third of a
+    large scan's CPU time (`python3 bench/bench_engine.py -n 20000`). Evaluation itself never
+    touches it."""
     gc.set_threshold(COLLECTOR_THRESHOLD, *gc.get_threshold()[1:])
 
 

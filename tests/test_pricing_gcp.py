@@ -124,7 +124,8 @@ def test_gcp_refresh_composes_machine_prices_from_core_ram_and_gpu_skus(
     spot = catalog.hourly_price("a2-highgpu-8g", "us-central1", "spot")
     assert spot is not None
     assert spot.usd_per_h == pytest.approx(96 * 0.012644 + 680 * 0.001695 + 8 * 1.17356)
-    assert "fully priced" in result.output and "a3-highgpu-1g" in result.output  # no A3 SKUs
+    # the replay holds no A100 80GB SKU: the a2-ultragpu types are named, not half-priced
+    assert "fully priced" in result.output and "a2-ultragpu-1g" in result.output
     text = out.read_text()
     assert "g2-standard-4," not in text  # G2 RAM unpriced: no row rather than a partial sum
     assert "europe-west3" not in text  # a region nobody asked for
