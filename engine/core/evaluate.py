@@ -20,7 +20,8 @@ from typing import Any, Literal, Protocol
 
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
-from engine.core.conditions import EvalContext
+from engine.core.checks.has_gpu import gpus_unknown, requires_gpus, without_gpu_test
+from engine.core.conditions import Condition, EvalContext
 from engine.core.costs import estimate, price_date, remembered_spend, resource_spend
 from engine.core.labels import exempt_policies
 from engine.core.model import (
@@ -115,6 +116,33 @@ def _evaluator_of(policy: CompiledPolicy) -> ProgramEvaluator:
 # ---------------------------------------------------------------------------- the engine
 
 
+GpuState = Literal["gpus", "none", "unknown"]
+
+
+def _gpu_state(resource: Resource) -> GpuState:
+    """What `has-gpu` answers for the resource: holds GPUs, holds none, or not known yet."""
+    if resource.has_gpu:
+        return "gpus"
+    return "unknown" if gpus_unknown(resource) else "none"
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A policy as the loop applies it to resources of one category, door and GPU state."""
+
+    policy: CompiledPolicy
+    scope: Condition | None  # its scope, less the `has-gpu` test that state already answers
+    out_of_scope: bool  # no verdict (n/a): scoped to GPUs and the resource holds none
+
+
+def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
+    if policy.rego is not None or gpus == "unknown":
+        return _Step(policy, policy.scope, False)
+    if gpus == "gpus":
+        return _Step(policy, without_gpu_test(policy.scope), False)
+    return _Step(policy, policy.scope, requires_gpus(policy.scope))
+
+
 class Engine:
     """Compiled policies, ready to evaluate any number of resources."""
 
@@ -132,16 +160,26 @@ class Engine:
                 continue
             for category in policy.categories:
                 self._by_category[category].append(policy)
+        self._steps: dict[tuple[Category, Door, GpuState, bool], tuple[_Step, ...]] = {}
+
+    def steps(self, category: Category, door: Door, gpus: GpuState,
+              exempt_by_tags: bool) -> tuple[_Step, ...]:
+        """The policies the loop applies to a resource of this category, door and GPU state,
+        in order: those off at the door left out, and those out of scope for its GPU state
+        too unless an exemption of it must still be counted."""
+        key = (category, door, gpus, exempt_by_tags)
+        steps = self._steps.get(key)
+        if steps is None:
+            made = (_step(policy, gpus) for policy in self._by_category[category]
+                    if policy.doors[door] != "off")
+            steps = self._steps[key] = tuple(
+                step for step in made
+                if not step.out_of_scope or exempt_by_tags or step.policy.exempt)
+        return steps
 
     def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Outcome:
         """`n/a` when the resource is outside the policy's scope (not counted as a pass)."""
-        scope = True if policy.scope is None else policy.scope.test(resource, ctx)
-        if scope is False:
-            return "n/a"
-        result = policy.violation.test(resource, ctx)
-        if result is False:
-            return "pass"
-        return "fail" if result and scope else "unknown"
+        return _verdict(policy.scope, policy.violation, resource, ctx)
 
     def evaluate(
         self,
@@ -236,6 +274,17 @@ class Engine:
         )
 
 
+def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
+             ctx: EvalContext) -> Outcome:
+    in_scope = True if scope is None else scope.test(resource, ctx)
+    if in_scope is False:
+        return "n/a"
+    result = violation.test(resource, ctx)
+    if result is False:
+        return "pass"
+    return "fail" if result and in_scope else "unknown"
+
+
 _REF_FIELDS = tuple(ResourceRef.model_fields)
 
 
@@ -268,7 +317,8 @@ class _Run:
     def add(self, resource: Resource) -> None:
         """Judge one resource against the policies of its category (the hot loop)."""
         self.count += 1
-        if resource.has_gpu:
+        gpus = _gpu_state(resource)
+        if gpus == "gpus":
             self._add_spend(resource)
         if self.by_id is not None:
             self.by_id.setdefault(resource.id, resource)
@@ -278,15 +328,14 @@ class _Run:
         if self.aggregation is not None:
             self.aggregation.offer(resource, door, exempt_ids)
         ref: ResourceRef | None = None  # made by its first finding, shared by the others
-        for policy in self.engine._by_category[resource.category]:
-            if policy.doors[door] == "off":
-                continue
+        for step in self.engine.steps(resource.category, door, gpus, bool(exempt_ids)):
+            policy = step.policy
             if _exempt(policy, resource, exempt_ids):
                 self.exempted += 1
             elif policy.rego is not None:
                 self._add_program(policy, resource, door)
-            else:
-                ref = self._add_verdict(policy, resource, door, ref)
+            elif not step.out_of_scope:
+                ref = self._add_verdict(step, resource, door, ref)
 
     def _add_spend(self, resource: Resource) -> None:
         """The resource's monthly spend, counted once however often it appears."""
@@ -298,10 +347,11 @@ class _Run:
             if dated:
                 self.price_dates.add(dated)
 
-    def _add_verdict(self, policy: CompiledPolicy, resource: Resource, door: Door,
+    def _add_verdict(self, step: _Step, resource: Resource, door: Door,
                      ref: ResourceRef | None) -> ResourceRef | None:
         """Judge it; the resource's reference once a finding made one."""
-        verdict = self.engine.verdict(policy, resource, self.ctx)
+        policy = step.policy
+        verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
         if verdict == "n/a":
             return ref
         if verdict == "pass":

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.core.checks.args import FlagArgs
-from engine.core.conditions import Check, EvalContext, register_check
+from engine.core.conditions import AllCondition, Check, Condition, EvalContext, register_check
 from engine.core.enrich import catalog_miss, claim_miss
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
 
-def _gpus_unknown(resource: Resource) -> bool:
+def gpus_unknown(resource: Resource) -> bool:
     """A type known only after apply, or an unreadable GPU request (no GPUs read)."""
     return bool(resource.unknown) and resource.is_unknown("gpu") and not resource.has_gpu
 
@@ -24,13 +24,38 @@ class HasGpu(Check):
     shorthand = "expected"
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if _gpus_unknown(resource):
+        if gpus_unknown(resource):
             return None
         return resource.has_gpu is bool(self.args.expected)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if not _gpus_unknown(resource):
+        if not gpus_unknown(resource):
             return {}
         # a type the catalog does not list, a DRA claim not found: say which
         why = catalog_miss(resource) or claim_miss(resource)
         return {"unknown": ["gpu"], "unknown_reason": why} if why else {"unknown": ["gpu"]}
+
+
+def _holds_gpus(condition: Condition) -> bool:
+    return type(condition) is HasGpu and condition.args.expected is True
+
+
+def requires_gpus(scope: Condition | None) -> bool:
+    """Whether the scope holds only for resources with GPUs: it is `has-gpu: true`, or an
+    `all:` with that among its items (then a resource without GPUs is out of scope)."""
+    if scope is None:
+        return False
+    if _holds_gpus(scope):
+        return True
+    return type(scope) is AllCondition and any(_holds_gpus(item) for item in scope.items)
+
+
+def without_gpu_test(scope: Condition | None) -> Condition | None:
+    """The scope as it tests a resource that holds GPUs: its `has-gpu: true` items hold, so
+    they are left out (None when nothing is left). Other scopes are returned as they are."""
+    if scope is None or _holds_gpus(scope):
+        return None
+    if type(scope) is not AllCondition or not any(_holds_gpus(i) for i in scope.items):
+        return scope
+    rest = [item for item in scope.items if not _holds_gpus(item)]
+    return AllCondition(rest) if rest else None
