@@ -51,6 +51,10 @@ class EvalContext:
 class Condition:
     """A compiled condition."""
 
+    # True where `evidence` says something only when `test` answers None (not known): then a
+    # condition that held has nothing to add to a finding.
+    evidence_only_when_unknown: ClassVar[bool] = False
+
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         raise NotImplementedError
 
@@ -245,6 +249,8 @@ def _matches(op: str, actual: Any, expected: Any, pattern: re.Pattern[str] | Non
 
 
 class ValueCondition(Condition):
+    evidence_only_when_unknown = True
+
     def __init__(self, path: str, op: str, expected: Any, pattern: re.Pattern[str] | None):
         self.path = path
         self.op = op
@@ -439,6 +445,14 @@ def file_parameters(node: Any) -> dict[str, str]:
         return dict(check.file_parameters(_check_args(check, value, node)))
     except PolicySyntaxError:
         return {}
+
+
+def quiet_when_held(condition: Condition) -> bool:
+    """Whether a condition that held (True) has no evidence: one whose evidence speaks only of
+    unknowns, or an `all:` of such conditions (each of which held)."""
+    if type(condition) is AllCondition:
+        return all(quiet_when_held(item) for item in condition.items)
+    return condition.evidence_only_when_unknown
 
 
 def walk(condition: Condition) -> list[Condition]:

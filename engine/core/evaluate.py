@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.checks.has_gpu import gpus_unknown, requires_gpus, without_gpu_test
-from engine.core.conditions import Condition, EvalContext
+from engine.core.conditions import Condition, EvalContext, quiet_when_held, walk
 from engine.core.costs import estimate, price_date, remembered_spend, resource_spend
 from engine.core.labels import exempt_policies
 from engine.core.model import (
@@ -133,14 +133,25 @@ class _Step:
     policy: CompiledPolicy
     scope: Condition | None  # its scope, less the `has-gpu` test that state already answers
     out_of_scope: bool  # no verdict (n/a): scoped to GPUs and the resource holds none
+    # The conditions whose evidence a failing finding shows: its scope held, so a scope of
+    # conditions that speak only of unknowns has nothing to add.
+    fail_evidence: tuple[Condition, ...]
 
 
 def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
+    evidence = _fail_evidence(policy)
     if policy.rego is not None or gpus == "unknown":
-        return _Step(policy, policy.scope, False)
+        return _Step(policy, policy.scope, False, evidence)
     if gpus == "gpus":
-        return _Step(policy, without_gpu_test(policy.scope), False)
-    return _Step(policy, policy.scope, requires_gpus(policy.scope))
+        return _Step(policy, without_gpu_test(policy.scope), False, evidence)
+    return _Step(policy, policy.scope, requires_gpus(policy.scope), evidence)
+
+
+def _fail_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
+    if policy.scope is not None and not quiet_when_held(policy.scope):
+        return policy.evidence_nodes
+    return tuple(node for node in walk(policy.violation)
+                 if type(node).evidence is not Condition.evidence)
 
 
 class Engine:
@@ -240,9 +251,12 @@ class Engine:
         verdict: Verdict,
         door: Door,
         ref: ResourceRef | None = None,
+        evidence: tuple[Condition, ...] | None = None,
     ) -> Finding:
-        """`ref`: the resource's reference, when its other findings already made one."""
-        details = _evidence(policy, resource, ctx)
+        """`ref`: the resource's reference, when its other findings already made one.
+        `evidence`: the conditions whose evidence it shows (default: all the policy's)."""
+        details = _evidence(policy.evidence_nodes if evidence is None else evidence,
+                            resource, ctx)
         cost = estimate(policy.spec.cost, resource, self.catalog, details)
         if cost.kind == "savings" and verdict == "fail":
             # combining savings per resource as rates needs what the resource costs
@@ -358,7 +372,8 @@ class _Run:
             self.passed += 1
             if not self.show_passed:
                 return ref
-        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
+        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
+                                      step.fail_evidence if verdict == "fail" else None)
         self._keep(Judged(finding, resource, door))
         return finding.resource
 
@@ -427,9 +442,10 @@ def _exempt(policy: CompiledPolicy, resource: Resource, exempt_ids: frozenset[st
     return bool(policy.exempt) and any(pattern.match(resource.id) for pattern in policy.exempt)
 
 
-def _evidence(policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+def _evidence(nodes: tuple[Condition, ...], resource: Resource,
+              ctx: EvalContext) -> dict[str, Any]:
     details: dict[str, Any] = {}
-    for node in policy.evidence_nodes:
+    for node in nodes:
         for key, value in node.evidence(resource, ctx).items():
             if key == "unknown":
                 details.setdefault("unknown", []).extend(value)

@@ -22,6 +22,7 @@ class HasGpu(Check):
     description = "The resource holds GPUs (whole or MIG slices); unknown when its type is unknown."
     Args = FlagArgs
     shorthand = "expected"
+    evidence_only_when_unknown = True
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if gpus_unknown(resource):

@@ -20,6 +20,7 @@ class Production(Check):
     )
     Args = FlagArgs
     shorthand = "expected"
+    evidence_only_when_unknown = True
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         production = is_production(resource)
