@@ -49,8 +49,11 @@ class TagsMissing(Check):
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         if resource.is_unknown("tags"):
             return {"unknown": ["tags"]}
-        missing = missing_tags(self._tags(resource), self.required)
+        tags = self._tags(resource)
+        missing = missing_tags(tags, self.required)
         evidence: dict[str, Any] = {"missing_tags": missing}
+        if tags is resource.tags:  # each missing key is missing from the tags themselves
+            return evidence
         labels_only = [key for key in missing if key not in missing_tags(resource.tags, [key])]
         if labels_only:
             evidence["labels_billing_never_sees"] = labels_only
