@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Literal, Protocol
 
 from engine.core.aggregates import Aggregation
@@ -300,11 +301,12 @@ def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
 
 
 _REF_FIELDS = tuple(ResourceRef.model_fields)
+_ref_values = attrgetter(*_REF_FIELDS)
 
 
 def _ref_of(resource: Resource) -> ResourceRef:
     """`ResourceRef.of`, without validating again what a validated resource holds."""
-    return trusted(ResourceRef, **{name: getattr(resource, name) for name in _REF_FIELDS})
+    return trusted(ResourceRef, **dict(zip(_REF_FIELDS, _ref_values(resource), strict=True)))
 
 
 class _Run:
