@@ -133,6 +133,7 @@ OPERATORS = (
     "contains", "present", "absent", "empty",
 )
 _UNARY = {"present", "absent", "empty"}
+_FIELD_OPS = frozenset({"eq", "ne", "in", "not-in"})
 
 
 _UNKNOWN = object()
@@ -257,6 +258,29 @@ class ValueCondition(Condition):
         self.expected = expected
         self.pattern = pattern
         self.get = field_getter(path)
+        if "." not in path and path != "raw" and op in _FIELD_OPS:
+            # most filters: one field of the resource compared with a value, read inline
+            self.test = self._field_test  # type: ignore[method-assign]
+
+    def _field_test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        """`test` for a field of the resource itself and eq/ne/in/not-in."""
+        if resource.unknown and resource.is_unknown(self.path):
+            return None
+        actual = getattr(resource, self.path, _MISSING)
+        if actual is _MISSING:
+            return self.op in ("ne", "not-in")
+        if isinstance(actual, Enum):
+            actual = actual._value_
+            if actual == "unknown":
+                return None
+        op = self.op
+        if op == "in":
+            return actual in self.expected
+        if op == "not-in":
+            return actual not in self.expected
+        if op == "eq":
+            return bool(actual == self.expected)
+        return bool(actual != self.expected)
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if resource.unknown and resource.is_unknown(self.path):
