@@ -1,0 +1,146 @@
+"""The engine's loop applies each policy as worked out once per category, door and GPU state
+(policies off at the door left out, GPU-scoped ones skipped for resources without GPUs, the
+`has-gpu` test skipped for those with them, the scope's evidence skipped for failing findings
+where it can only speak of unknowns): it must judge exactly what the plain loop judges, the one
+that asks `Engine.verdict` of every policy and builds every finding with all its evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from engine.core.catalog import builtin_catalog
+from engine.core.conditions import EvalContext, ValueCondition, compile_condition
+from engine.core.evaluate import Engine, door_of
+from engine.core.labels import exempt_policies
+from engine.core.model import Door, GpuSpec, Resource
+from engine.loading.policies import load_policies
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+
+Make = Callable[..., Resource]
+
+
+def _plain_loop(engine: Engine, resources: Iterable[Resource], ctx: EvalContext,
+                door: Door | None) -> tuple[set[tuple[Any, ...]], int, int]:
+    """Findings (without remediation), passes and exemptions, the long way."""
+    findings: set[tuple[Any, ...]] = set()
+    passed = exempted = 0
+    for resource in resources:
+        at = door or door_of(resource)
+        ids = exempt_policies(resource)
+        for policy in engine.policies:
+            if resource.category not in policy.categories or policy.doors[at] == "off":
+                continue
+            if policy.id in ids or "all" in ids \
+                    or any(pattern.match(resource.id) for pattern in policy.exempt):
+                exempted += 1
+                continue
+            verdict = engine.verdict(policy, resource, ctx)
+            passed += verdict == "pass"
+            if verdict in ("fail", "unknown"):
+                finding = engine.finding(policy, resource, ctx, verdict, at)
+                findings.add(_row(finding.model_dump(mode="json")))
+    return findings, passed, exempted
+
+
+def _row(finding: dict[str, Any]) -> tuple[Any, ...]:
+    return (finding["policy"], finding["resource"]["id"], finding["result"], finding["message"],
+            repr(sorted(finding["details"].items())), finding["cost_basis"],
+            finding["estimated_monthly_usd"], finding["severity"], finding["enforcement"])
+
+
+def _estate(make: Make) -> list[Resource]:
+    """GPUs, none, and not known yet; exempt by tag or not; production or not; planned too."""
+    tag_sets: list[dict[str, str]] = [
+        {}, {"env": "prod"}, {"team": "ml", "project": "p", "cost-center": "1"},
+        {"gpuwarden-exempt": "gpu-spot-required,encryption-at-rest"}, {"gpuwarden-exempt": "all"},
+    ]
+    shapes: list[dict[str, Any]] = [
+        {"instance_type": "p3.2xlarge", "capacity": "on-demand"},
+        {"instance_type": "g5.xlarge", "capacity": "spot"},
+        {"instance_type": "m5.xlarge", "capacity": "on-demand"},
+        {"instance_type": "p3.2xlarge", "capacity": "on-demand", "state": "planned"},
+        {"instance_type": None, "unknown": frozenset({"gpu", "instance_type"}),
+         "state": "planned"},
+        {"kind": "aws_ebs_volume", "category": "volume", "encrypted": False},
+        {"provider": "kubernetes", "kind": "Deployment", "category": "workload",
+         "gpu": GpuSpec(count=1, model="NVIDIA-A100-SXM4-40GB"), "capacity": "on-demand"},
+        {"provider": "kubernetes", "kind": "Deployment", "category": "workload"},
+    ]
+    return [make(id=f"r-{i}-{j}", name=f"r{i}{j}", tags=tags, **shape)
+            for i, shape in enumerate(shapes) for j, tags in enumerate(tag_sets)]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    """The built-in pack less its aggregate policies (groups are judged after the loop)."""
+    return Engine([p for p in load_policies(["builtin"]) if not p.spec.aggregate])
+
+
+@pytest.mark.parametrize("door", [None, *get_args(Door)])
+@pytest.mark.parametrize("now", [OFF_HOURS, BUSINESS_HOURS])
+def test_the_loop_judges_what_the_plain_loop_judges(engine: Engine, make_resource: Make,
+                                                    door: Door | None, now: Any) -> None:
+    estate = _estate(make_resource)
+    report = engine.evaluate(estate, now, door=door)
+    expected, passed, exempted = _plain_loop(
+        engine, estate, EvalContext(now=now, catalog=engine.catalog), door)
+    assert {_row(f.model_dump(mode="json")) for f in report.findings} == expected
+    assert len(report.findings) == len(expected)
+    assert {row[2] for row in expected} == {"fail", "unknown"}  # both kinds compared
+    assert (report.summary.passed, report.summary.exempted) == (passed, exempted)
+    assert passed > 0 and exempted > 0
+
+
+SCOPE_WITH_EVIDENCE = """\
+apiVersion: gpuwarden.io/v1
+policies:
+  - id: spot-off-hours
+    title: On-demand GPUs in their off-hours
+    severity: low
+    resources: [instance]
+    parameters:
+      default_schedule: "off=(M-F,19);on=(M-F,7);tz=utc"
+      schedule_tag: gpuwarden-offhours
+    scope:
+      all:
+        - has-gpu: true
+        - offhours: {}
+    violation: {field: capacity, op: ne, value: spot}
+    message: "{{ r.name }} ({{ details.schedule }})"
+"""
+
+
+def test_a_scope_whose_evidence_speaks_when_it_holds_keeps_it(tmp_path: Path,
+                                                              make_resource: Make) -> None:
+    policy_file = tmp_path / "p.yaml"
+    policy_file.write_text(SCOPE_WITH_EVIDENCE)
+    engine = Engine(load_policies([str(policy_file)]))
+    estate = [make_resource(id="i-1", instance_type="p3.2xlarge", capacity="on-demand")]
+    report = engine.evaluate(estate, OFF_HOURS)
+    expected, _, _ = _plain_loop(engine, estate,
+                                 EvalContext(now=OFF_HOURS, catalog=engine.catalog), None)
+    assert [f.result for f in report.findings] == ["fail"]
+    assert "schedule" in report.findings[0].details
+    assert {_row(f.model_dump(mode="json")) for f in report.findings} == expected
+
+
+@pytest.mark.parametrize("op,value", [("eq", "spot"), ("ne", "spot"), ("in", ["spot", "reserved"]),
+                                      ("not-in", ["spot"]), ("eq", None), ("ne", 1)])
+@pytest.mark.parametrize("field", ["capacity", "state", "region", "count", "owner"])
+def test_a_filter_on_one_field_reads_it_as_the_general_path_does(
+        make_resource: Make, field: str, op: str, value: Any) -> None:
+    condition = compile_condition({"field": field, "op": op, "value": value}, {})
+    assert isinstance(condition, ValueCondition)
+    ctx = EvalContext(now=OFF_HOURS, catalog=builtin_catalog())
+    resources = [
+        make_resource(capacity="spot", region="us-east-1", owner="me"),
+        make_resource(capacity="on-demand", state="stopped"),
+        make_resource(capacity="unknown", state="unknown", region=None),
+        make_resource(capacity="on-demand", unknown=frozenset({field})),
+    ]
+    for resource in resources:
+        assert condition.test(resource, ctx) == ValueCondition.test(condition, resource, ctx)
