@@ -5,7 +5,7 @@ resources, beside a bare `json.load` and `orjson.loads` of the same file in the 
     python bench/bench_snapshot_scan.py -n 20000 --repeat 3
 
 Each case runs in a fresh process; its wall time (start-up included), CPU time (user + system)
-and peak RSS (the child's own, see bench_check_plan.run_child) are reported. Targets (issue 15):
+and peak RSS (the child's own, see bench_check_plan.run_child) are reported. Targets:
 at 100k the scan's CPU ≤ 8× the `json.load` of the same file and ≤ 600 MiB; at 300k ≤ 1.5 GiB
 and time linear in the resources (per-resource CPU within 1.3× of the 100k figure).
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_check_plan import Run, gpuwarden_command, median_run
+from bench_check_plan import Run, median_run
 from gen_snapshot import OUT_DIR
 
 NOW = "2026-06-17T14:30:00Z"
@@ -57,8 +57,10 @@ def orjson_loads(path: Path) -> list[str]:
 
 
 def scan(path: Path) -> list[str]:
-    return [*gpuwarden_command(), "scan", "--source", f"snapshot:{path}", "--format", "json",
-            "--now", NOW, "-o", os.devnull]
+    """`python -m engine` from the checkout (the child runs in it), so the code measured is
+    the checkout's whichever copy an editable install points at."""
+    return [sys.executable, "-m", "engine", "scan", "--source", f"snapshot:{path}",
+            "--format", "json", "--now", NOW, "-o", os.devnull]
 
 
 def measure(resources: int, seed: int, repeat: int) -> Measured:

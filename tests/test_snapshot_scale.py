@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from engine.cli import main
 from engine.core.model import Report
@@ -230,3 +231,67 @@ def test_the_join_finds_an_instance_by_its_join_fields_alone(provider: str,
                      raw=raw)
     slim = whole.model_copy(update={"raw": join_fields(raw)})
     assert instance_keys(slim) == instance_keys(whole)
+
+
+@pytest.mark.parametrize("text", [
+    b"{}", b' \n{ \t}\r\n', b'{"kind": "Snapshot"}',
+    '{"a": [1, "é€😀", {"b": "}],"}], "c" : {"x": "\\"}"} ,"d":-1.5e3}\n'.encode(),
+    b'{"a\\"b": "q", "n": null, "t": true}',
+])
+def test_members_parsed_one_at_a_time_are_the_whole_object(text: bytes) -> None:
+    from engine.sources.members import member_spans, parse_member
+
+    spans = member_spans(text)
+    assert spans is not None
+    assert {key: parse_member(text, span) for key, span in spans.items()} == orjson.loads(text)
+    assert list(spans) == list(orjson.loads(text))
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a": 1, "a": 2}', b'{"a": 1,}', b'\xef\xbb\xbf{"a": 1}', b'{"a": 1} x', b"[1]",
+    b'{"a": 1', b'{"a": [1}', b"kind: Snapshot\n", b'{"a": NaN}', b'{"a" 1}', b"{1: 2}",
+])
+def test_what_is_not_plainly_one_json_object_gets_no_members(text: bytes) -> None:
+    from engine.sources.members import member_spans
+
+    assert member_spans(text) is None
+
+
+def test_a_bundle_read_section_by_section_reads_as_a_whole(estate: Path, tmp_path: Path
+                                                           ) -> None:
+    """The lean path parses a JSON bundle one section at a time; YAML, and JSON it cannot
+    split, are parsed whole: each reports what the kept path does."""
+    whole = comparable(scan(estate, keep_natives=True).report)
+    bundle = json.loads(estate.read_text("utf-8"))
+    variants = {
+        "indented.json": json.dumps(bundle, indent=2, ensure_ascii=False).encode(),
+        "repeated.json": estate.read_bytes()[:-1] + b', "kind": "Snapshot"}',
+        "bom.json": b"\xef\xbb\xbf" + estate.read_bytes(),
+        "estate.yaml": yaml.safe_dump(bundle).encode(),
+    }
+    for name, text in variants.items():
+        path = tmp_path / name
+        path.write_bytes(text)
+        assert comparable(scan(path, keep_natives=False).report) == whole, name
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b'{"kind": "Snapshot", "aws": [], "bogus": 1}', "unknown snapshot section 'bogus'"),
+    (b'{"kind": "Other", "aws": []}', "not a gpuwarden snapshot"),
+    (b'{"kind": "Snapshot", "aws": ' + b"[" * 200 + b"]" * 200 + b"}",
+     "nested more than 128 levels deep"),
+    (b'{"kind": "Snapshot", "aws": {"x": 1}, "resources": [' + b"[" * 127 + b"]" * 127 + b"]}",
+     "nested more than 128 levels deep"),
+    (b'{"kind": "Snapshot", "resources": 5, "aws": ' + b"[" * 200 + b"]" * 200 + b"}",
+     "nested more than 128 levels deep"),
+    (b'{"kind": "Snapshot", "resources": 5, "aws": []}', "resources must be a list"),
+])
+def test_a_bundle_read_section_by_section_fails_as_a_whole(tmp_path: Path, text: bytes,
+                                                           message: str) -> None:
+    from engine.core.errors import InputError
+
+    path = tmp_path / "bad.json"
+    path.write_bytes(text)
+    for keep_natives in (True, False):
+        with pytest.raises(InputError, match=message):
+            scan(path, keep_natives=keep_natives)

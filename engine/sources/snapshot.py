@@ -31,9 +31,16 @@ from engine.core.enrich import enrich
 from engine.core.errors import InputError, printable
 from engine.core.model import Category, Resource
 from engine.core.yamltext import load_yaml_documents
-from engine.inputfiles import bounded_resource, identifier, read_input_bytes, tidy_document
+from engine.inputfiles import (
+    bounded_resource,
+    check_nesting,
+    identifier,
+    read_input_bytes,
+    tidy_document,
+)
 from engine.sharedfields import share_fields_set
 from engine.sources.collected import Collected, ScanOptions, dump_snapshot
+from engine.sources.members import Span, member_spans, parse_member
 from engine.sources.sections import (
     SECTIONS,
     Count,
@@ -64,22 +71,88 @@ _JOIN_RAW_PATHS = (("InstanceId",), ("PrivateDnsName",), ("PrivateIpAddress",), 
 def read_snapshot(path: Path) -> dict[str, Any]:
     """Parse a bundle file (JSON or YAML) and check its header. The file is read and the
     bundle tidied within the bounds of `engine.inputfiles`."""
+    return _checked_bundle(_parse_bundle(_bundle_bytes(path), str(path)), str(path))
+
+
+def _bundle_bytes(path: Path) -> bytes:
     try:
         data = read_input_bytes(str(path), "snapshot")
     except OSError as exc:
         raise InputError(f"cannot read snapshot: {exc.strerror or exc}", file=str(path)) from None
     if not data.strip():
         raise InputError("snapshot file is empty", file=str(path))
-    bundle = _parse_bundle(data, str(path))
+    return data
+
+
+def _checked_bundle(bundle: Any, file: str) -> dict[str, Any]:
     if not isinstance(bundle, dict) or bundle.get("kind") != "Snapshot":
         raise InputError("not a gpuwarden snapshot (expected a mapping with kind: Snapshot)",
-                         file=str(path))
+                         file=file)
     unknown = set(bundle) - _HEADER_KEYS - set(SECTIONS)
     if unknown:
         known = ", ".join(sorted(SECTIONS))
         shown = printable(repr(sorted(unknown)[0]), 80)
-        raise InputError(f"unknown snapshot section {shown} (sections: {known})", file=str(path))
+        raise InputError(f"unknown snapshot section {shown} (sections: {known})", file=file)
     return bundle
+
+
+class _Sections:
+    """The sections of the bundle at `path`, each taken out once (`take`).
+
+    A JSON bundle is parsed a section at a time as its sections are taken
+    (`engine.sources.members`), and each section's text is let go once parsed, so one
+    section's parse tree is held at a time rather than the whole bundle's. A bundle that is
+    not plainly one JSON object, or whose header is wrong, is parsed whole as `read_snapshot`
+    does. Errors are the whole parse's: a section that fails alone, or whose reader fails
+    (`whole_verdict`), has the whole bundle parsed to say why.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.file = path, str(path)
+        data = _bundle_bytes(path)
+        spans = member_spans(data)
+        self._texts: dict[str, bytes] = {}
+        self._whole: dict[str, Any] | None = None
+        if spans is None or not _header_holds(data, spans, self.file):
+            self._whole = _checked_bundle(_parse_bundle(data, self.file), self.file)
+        else:
+            self._texts = {name: data[start:end] for name, (start, end) in spans.items()
+                           if name in SECTIONS}
+
+    def take(self, name: str) -> Any:
+        """Section `name` (None when the bundle has none), no longer held here."""
+        text = self._texts.pop(name, None)
+        if self._whole is not None or text is None:
+            return self._whole.pop(name, None) if self._whole is not None else None
+        try:
+            value = orjson.loads(text)
+            del text
+            check_nesting([value], self.file)  # the list stands for the bundle around it
+        except (orjson.JSONDecodeError, InputError):
+            self.whole_verdict()
+            return self._whole.pop(name, None) if self._whole is not None else None
+        return value
+
+    def whole_verdict(self) -> None:
+        """Parse the whole bundle, raising its error if it has one; the sections not taken
+        yet are then taken from it (JSON only Python reads, read as YAML)."""
+        if self._whole is None:
+            self._whole = _checked_bundle(_parse_bundle(_bundle_bytes(self.path), self.file),
+                                          self.file)
+            self._texts.clear()
+
+
+def _header_holds(data: bytes, spans: Mapping[str, Span], file: str) -> bool:
+    """Whether the header `read_snapshot` checks is right: kind Snapshot, no unknown key, and
+    header values that parse."""
+    try:
+        header = {key: parse_member(data, span) for key, span in spans.items()
+                  if key in _HEADER_KEYS}
+        _checked_bundle({**dict.fromkeys(spans), **header}, file)
+        check_nesting(header, file)
+    except (orjson.JSONDecodeError, InputError):
+        return False
+    return True
 
 
 def _parse_bundle(data: bytes, file: str) -> Any:
@@ -109,24 +182,40 @@ def snapshot_resources(bundle: Mapping[str, Any], ctx: SnapshotContext) -> list[
     return found
 
 
-def _released_resources(bundle: dict[str, Any], ctx: SnapshotContext, *,
-                        keep_raw: bool) -> list[Resource]:
-    """`snapshot_resources`, taking each section out of `bundle` as it is read: what its
-    resources do not hold of it is let go before the next section is read (without
+def _released_resources(sections: _Sections, ctx: SnapshotContext, *, keep_raw: bool
+                        ) -> tuple[list[Resource], dict[str, Any]]:
+    """`snapshot_resources`, taking each section out of the bundle as it is read:
+    what its resources do not hold of it is let go before the next section is read (without
     `keep_raw`, their native objects too unless the telemetry join reads them), and each
-    resource shares its class's field-names set (`engine.sharedfields`)."""
+    resource shares its class's field-names set (`engine.sharedfields`). Also returns the
+    sections the join reads (`_JOINED_SECTIONS`)."""
     found: list[Resource] = []
+    joined: dict[str, Any] = {}
     for name in SECTIONS:
-        value = bundle.pop(name, None)
-        if value is not None:
-            for resource in _read_section(name, value, ctx):
-                found.append(bounded := bounded_resource(resource))
-                if not keep_raw and bounded.raw:
-                    bounded.raw = join_fields(bounded.raw) \
-                        if bounded.category in _JOINED_BY_RAW else {}
-                share_fields_set(bounded)
-        del value
-    return found
+        value = sections.take(name)
+        if value is None:
+            continue
+        if name in _JOINED_SECTIONS:
+            joined[name] = value
+        read = _read_taken(sections, name, value, ctx)
+        del value  # each native goes once its resource has let go of it
+        for resource in read:
+            found.append(bounded := bounded_resource(resource))
+            if not keep_raw and bounded.raw:
+                bounded.raw = join_fields(bounded.raw) \
+                    if bounded.category in _JOINED_BY_RAW else {}
+            share_fields_set(bounded)
+        del read
+    return found, joined
+
+
+def _read_taken(sections: _Sections, name: str, value: Any, ctx: SnapshotContext
+                ) -> list[Resource]:
+    try:
+        return _read_section(name, value, ctx)
+    except InputError:
+        sections.whole_verdict()  # a bundle nested too deep says so first, as a whole
+        raise
 
 
 # What a reader raises on an object of a shape it did not expect.
@@ -200,11 +289,11 @@ def collect(arg: str | None, options: ScanOptions, catalog: Catalog) -> Collecte
     if not arg:
         raise InputError("--source snapshot needs a file: snapshot:FILE")
     path = Path(arg)
-    bundle = read_snapshot(path)
     ctx = SnapshotContext(str(path), catalog)
     if options.keep_natives:
+        bundle = read_snapshot(path)
         sections = {k: v for k, v in bundle.items() if k not in _HEADER_KEYS}
         return Collected(resources=snapshot_resources(bundle, ctx), snapshot=sections)
-    joined = {name: bundle[name] for name in _JOINED_SECTIONS if name in bundle}
-    return Collected(resources=_released_resources(bundle, ctx, keep_raw=options.keep_raw),
-                     snapshot=joined)
+    resources, joined = _released_resources(_Sections(path), ctx,
+                                            keep_raw=options.keep_raw)
+    return Collected(resources=resources, snapshot=joined)
