@@ -295,3 +295,33 @@ def test_a_bundle_read_section_by_section_fails_as_a_whole(tmp_path: Path, text:
     for keep_natives in (True, False):
         with pytest.raises(InputError, match=message):
             scan(path, keep_natives=keep_natives)
+
+
+def test_workloads_join_their_readings_through_the_ownership_kept(estate: Path) -> None:
+    """A lean scan keeps of the Kubernetes objects only Nodes and ownership
+    (`snapshot.join_view`); readings still reach the workloads owning their pods."""
+    kept, released = (scan(estate, keep_natives=keep).report for keep in (True, False))
+    judged = [f for f in released.findings if f.policy == "gpu-idle"
+              and f.resource.provider == "kubernetes" and f.result != "unknown"]
+    assert judged
+    assert comparable(released) == comparable(kept)
+
+
+def test_the_join_view_keeps_nodes_whole_and_ownership_of_the_rest() -> None:
+    from engine.sources.snapshot import join_view
+
+    node = {"kind": "Node", "metadata": {"name": "n1", "labels": {"a": "b"}},
+            "status": {"addresses": [{"type": "Hostname", "address": "n1"}]}}
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", "labels": {
+        "pod-template-hash": "abc", "team": "x"}, "ownerReferences": [
+            {"kind": "ReplicaSet", "name": "rs", "controller": True, "uid": "1"}]},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}
+    section = {"cluster": "c1", "objects": [node, pod, "not an object"]}
+    assert join_view("kubernetes", section) == {"cluster": "c1", "objects": [node, {
+        "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+                                    "labels": {"pod-template-hash": "abc"},
+                                    "ownerReferences": [{"kind": "ReplicaSet", "name": "rs",
+                                                         "controller": True}]},
+        "spec": {"nodeName": "n1"}}]}
+    assert join_view("telemetry", section) is section
+    assert join_view("kubernetes", {"objects": "odd"}) == {"objects": "odd"}

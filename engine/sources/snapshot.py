@@ -195,9 +195,9 @@ def _released_resources(sections: _Sections, ctx: SnapshotContext, *, keep_raw: 
         value = sections.take(name)
         if value is None:
             continue
-        if name in _JOINED_SECTIONS:
-            joined[name] = value
         read = _read_taken(sections, name, value, ctx)
+        if name in _JOINED_SECTIONS:
+            joined[name] = join_view(name, value)
         del value  # each native goes once its resource has let go of it
         for resource in read:
             found.append(bounded := bounded_resource(resource))
@@ -263,6 +263,20 @@ def _normalized(value: Any, ctx: SnapshotContext) -> list[Resource]:
             raise InputError(f"resources[{index}].{where}: {printable(error['msg'])}",
                              file=ctx.file) from None
     return found
+
+
+def join_view(name: str, value: Any) -> Any:
+    """What the telemetry join reads of a section it reads (`_JOINED_SECTIONS`): of the
+    Kubernetes objects, Nodes whole (hosts, their capacity) and the ownership of the others
+    (`minimal_owner`); other sections whole."""
+    if name != "kubernetes" or not isinstance(value, Mapping) \
+            or not isinstance(value.get("objects"), list):
+        return value
+    from engine.sources.kubernetes.ownership import minimal_owner
+
+    objects = [obj if obj.get("kind") == "Node" else minimal_owner(obj)
+               for obj in value["objects"] if isinstance(obj, Mapping)]
+    return {**value, "objects": objects}
 
 
 def join_fields(raw: Mapping[str, Any]) -> dict[str, Any]:

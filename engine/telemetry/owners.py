@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from engine.core.model import Resource
+from engine.sources.kubernetes.ownership import minimal_owner
 
 _SUFFIX = r"[a-z0-9]{5}"
 _HASH = r"[a-z0-9]{1,10}"
@@ -124,31 +125,6 @@ class OwnerIndex:
             return None  # two workloads could own it: do not guess
         kind, name = best[0]
         return self.workloads[f"{kind}/{namespace}/{name}"]
-
-
-def minimal_owner(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What a snapshot keeps of an ownership object: kind, name, namespace, labels, owners and
-    the node a pod runs on."""
-    metadata = _metadata(obj)
-    kept: dict[str, Any] = {"name": metadata.get("name")}
-    for key in ("namespace", "labels", "ownerReferences"):
-        if metadata.get(key):
-            kept[key] = metadata[key]
-    if isinstance(kept.get("ownerReferences"), list):
-        kept["ownerReferences"] = [
-            {k: r[k] for k in ("apiVersion", "kind", "name", "controller") if k in r}
-            for r in kept["ownerReferences"] if isinstance(r, dict)
-        ]
-    labels = kept.get("labels")
-    if isinstance(labels, dict):
-        kept["labels"] = {k: v for k, v in labels.items() if k == "pod-template-hash"}
-        if not kept["labels"]:
-            del kept["labels"]
-    document: dict[str, Any] = {"kind": obj.get("kind"), "metadata": kept}
-    node = (obj.get("spec") or {}).get("nodeName") if isinstance(obj.get("spec"), dict) else None
-    if node:
-        document["spec"] = {"nodeName": node}
-    return document
 
 
 def list_pod_owners(api_client: Any, wanted: set[tuple[str, str]], chunk: int = 500
