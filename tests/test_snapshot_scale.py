@@ -257,11 +257,24 @@ def test_what_is_not_plainly_one_json_object_gets_no_members(text: bytes) -> Non
     assert member_spans(text) is None
 
 
+@pytest.fixture
+def by_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lean scans parse even these small bundles a section at a time."""
+    from engine.sources import snapshot
+
+    monkeypatch.setattr(snapshot, "_WHOLE_PARSE_BYTES", 0)
+
+
+@pytest.mark.usefixtures("by_section")
 def test_a_bundle_read_section_by_section_reads_as_a_whole(estate: Path, tmp_path: Path
                                                            ) -> None:
     """The lean path parses a JSON bundle one section at a time; YAML, and JSON it cannot
     split, are parsed whole: each reports what the kept path does."""
+    from engine.sources.snapshot import _Sections
+
+    assert _Sections(estate)._whole is None  # parsed by section indeed
     whole = comparable(scan(estate, keep_natives=True).report)
+    assert comparable(scan(estate, keep_natives=False).report) == whole
     bundle = json.loads(estate.read_text("utf-8"))
     variants = {
         "indented.json": json.dumps(bundle, indent=2, ensure_ascii=False).encode(),
@@ -286,6 +299,7 @@ def test_a_bundle_read_section_by_section_reads_as_a_whole(estate: Path, tmp_pat
      "nested more than 128 levels deep"),
     (b'{"kind": "Snapshot", "resources": 5, "aws": []}', "resources must be a list"),
 ])
+@pytest.mark.usefixtures("by_section")
 def test_a_bundle_read_section_by_section_fails_as_a_whole(tmp_path: Path, text: bytes,
                                                            message: str) -> None:
     from engine.core.errors import InputError
@@ -297,9 +311,14 @@ def test_a_bundle_read_section_by_section_fails_as_a_whole(tmp_path: Path, text:
             scan(path, keep_natives=keep_natives)
 
 
-def test_workloads_join_their_readings_through_the_ownership_kept(estate: Path) -> None:
+@pytest.mark.parametrize("whole_parse_bytes", [0, 2**40])
+def test_workloads_join_their_readings_through_the_ownership_kept(
+        estate: Path, whole_parse_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lean scan keeps of the Kubernetes objects only Nodes and ownership
     (`snapshot.join_view`); readings still reach the workloads owning their pods."""
+    from engine.sources import snapshot
+
+    monkeypatch.setattr(snapshot, "_WHOLE_PARSE_BYTES", whole_parse_bytes)
     kept, released = (scan(estate, keep_natives=keep).report for keep in (True, False))
     judged = [f for f in released.findings if f.policy == "gpu-idle"
               and f.resource.provider == "kubernetes" and f.result != "unknown"]

