@@ -12,6 +12,7 @@ gets no spans, and the caller parses the whole text as before.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from typing import Any
 
 import orjson
@@ -30,13 +31,14 @@ _FIRST_WINDOW = 1 << 16
 Span = tuple[int, int]
 
 
-def member_spans(data: bytes) -> dict[str, Span] | None:
+def member_spans(data: bytes, known: Container[str]) -> dict[str, Span] | None:
     """Each member's key and the `(start, end)` of its value in `data`, in the document's order;
-    None when `data` is not one JSON object whose members can be parsed one by one."""
+    None when `data` is not one JSON object whose members can be parsed one by one, or has a
+    key not in `known` (which bounds the probes one document costs)."""
     opened = _OPEN.match(data)
     if opened is None:
         return None
-    view = memoryview(data)
+    view, ascii_only = memoryview(data), data.isascii()
     spans: dict[str, Span] = {}
     pos = opened.end()
     if data.startswith(b"}", pos):
@@ -46,11 +48,13 @@ def member_spans(data: bytes) -> dict[str, Span] | None:
         if member is None:
             return None
         key = _loads(member.group(1))
+        if not isinstance(key, str) or key in spans or key not in known:
+            return None
         start = member.end()
-        end = _value_end(data, view, start, start + _FIRST_WINDOW)
+        end = _value_end(data, view, start, start + _FIRST_WINDOW, ascii_only)
         if end is None and start + _FIRST_WINDOW < len(data):
-            end = _value_end(data, view, start, len(data))
-        if not isinstance(key, str) or key in spans or end is None:
+            end = _value_end(data, view, start, len(data), ascii_only)
+        if end is None:
             return None
         spans[key] = (start, end)
         after = _AFTER.match(data, end)
@@ -74,7 +78,8 @@ def _loads(text: bytes) -> Any:
         return None
 
 
-def _value_end(data: bytes, view: memoryview, start: int, stop: int) -> int | None:
+def _value_end(data: bytes, view: memoryview, start: int, stop: int, ascii_only: bool
+               ) -> int | None:
     """Where the value starting at `start` ends, when it ends before `stop`: orjson reads it
     and stops at the `,` or `}` after it. None when that is not what stops it."""
     try:
@@ -82,14 +87,12 @@ def _value_end(data: bytes, view: memoryview, start: int, stop: int) -> int | No
     except orjson.JSONDecodeError as exc:
         if exc.msg != _AFTER_VALUE or exc.pos <= 0:
             return None
-        return start + _byte_offset(data, start, exc.pos)
+        return start + (exc.pos if ascii_only else _byte_offset(data, start, exc.pos))
     return None  # the value ran to the end of the text: no closing brace
 
 
 def _byte_offset(data: bytes, start: int, characters: int) -> int:
     """The byte offset, from `start`, of the character at index `characters` (UTF-8)."""
-    if data.isascii():
-        return characters
     offset, counted = characters, 0
     while True:  # each round adds the continuation bytes of the bytes newly covered
         extra = _continuation_bytes(data[start + counted:start + offset])

@@ -114,7 +114,8 @@ class _Sections:
     def __init__(self, path: Path) -> None:
         self.path, self.file = path, str(path)
         data = _bundle_bytes(path)
-        spans = member_spans(data) if len(data) > _WHOLE_PARSE_BYTES else None
+        spans = member_spans(data, _HEADER_KEYS | set(SECTIONS)) \
+            if len(data) > _WHOLE_PARSE_BYTES else None
         self._texts: dict[str, bytes] = {}
         self._whole: dict[str, Any] | None = None
         if spans is None or not _header_holds(data, spans, self.file):
