@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from engine.core.catalog import Catalog
 from engine.core.errors import InputError
 from engine.core.model import Resource
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,16 @@ class ScanOptions:
     @property
     def wants_telemetry(self) -> bool:
         return bool(self.prometheus_url or self.dcgm_url)
+
+
+def within_account_limit(items: list[T], limit: int, what: str, warnings: list[str]) -> list[T]:
+    """The first `limit` accounts / projects / subscriptions of an `--organization` scan; a
+    warning for the rest. `what`: "gcp: active projects", "azure: enabled subscriptions"."""
+    if len(items) > limit:
+        source, _, noun = what.partition(": ")
+        warnings.append(f"{source}: {len(items) - limit} more {noun} than --max-accounts "
+                        f"{limit}; they were not scanned")
+    return items[:limit]
 
 
 @dataclass

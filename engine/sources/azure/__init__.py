@@ -64,7 +64,7 @@ from engine.sources.azure.readers import (
 )
 from engine.sources.azure.snapshot import azure_snapshot, read_snapshot_section
 from engine.sources.azure.vm_sizes import learned_catalog, read_vm_sizes
-from engine.sources.collected import Collected, ScanOptions
+from engine.sources.collected import Collected, ScanOptions, within_account_limit
 
 __all__ = [
     "DISK_KIND",
@@ -122,9 +122,8 @@ def _subscriptions_to_scan(clients: AzureClients, wanted: list[str], options: Sc
     """Those named, else every enabled one the credential sees; with `--organization`, at most
     `--max-accounts` of them (a warning for the rest)."""
     subscriptions = list_subscriptions(clients, wanted)
-    limit = options.max_accounts
-    if not options.organization or len(subscriptions) <= limit:
-        return subscriptions, []
-    return subscriptions[:limit], [f"azure: {len(subscriptions) - limit} more enabled "
-                                   f"subscriptions than --max-accounts {limit}; they were not "
-                                   "scanned"]
+    warnings: list[str] = []
+    if options.organization:
+        subscriptions = within_account_limit(subscriptions, options.max_accounts,
+                                             "azure: enabled subscriptions", warnings)
+    return subscriptions, warnings

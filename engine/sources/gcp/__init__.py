@@ -36,12 +36,12 @@ from typing import Any
 
 from engine.core.catalog import Catalog
 from engine.core.errors import InputError
-from engine.sources.collected import Collected, ScanOptions
+from engine.sources.collected import Collected, ScanOptions, within_account_limit
 from engine.sources.gcp.clients import SCOPES, GcpClients, GcpSettings, RetryAfter, connect
 from engine.sources.gcp.estate import estate_resources
 from engine.sources.gcp.failures import ProjectFailed, describe_error
 from engine.sources.gcp.gke import NODE_POOL_KIND, node_pool_resource
-from engine.sources.gcp.hierarchy import at_most, projects_under
+from engine.sources.gcp.hierarchy import projects_under
 from engine.sources.gcp.machine_types import learned_catalog, read_machine_types
 from engine.sources.gcp.normalizers import (
     DISK_KIND,
@@ -123,5 +123,6 @@ def _projects_to_scan(clients: GcpClients, wanted: list[str], options: ScanOptio
     warnings: list[str] = []
     projects = list_projects(clients, wanted)
     if options.organization:
-        projects = at_most(projects, options.max_accounts, warnings)
+        projects = within_account_limit(projects, options.max_accounts,
+                                        "gcp: active projects", warnings)
     return projects, warnings

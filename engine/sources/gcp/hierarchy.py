@@ -93,12 +93,3 @@ def _visit(clients: GcpClients, node: str, walk: _Walk, queue: deque[str]) -> No
             return
         walk.folders_seen.add(name)
         queue.append(name)
-
-
-def at_most(projects: list[dict[str, Any]], limit: int, warnings: list[str]
-            ) -> list[dict[str, Any]]:
-    """The first `limit` projects of an `--organization` scan; a warning for the rest."""
-    if len(projects) > limit:
-        warnings.append(f"gcp: {len(projects) - limit} more active projects than "
-                        f"--max-accounts {limit}; they were not scanned")
-    return projects[:limit]
