@@ -3,13 +3,12 @@ virtual machine sizes per region, page after page through `NextPageLink`."""
 
 from __future__ import annotations
 
-import json
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.core.errors import InputError
+from engine.pricing.http import get_page, json_page
 from engine.pricing.rows import PriceRow
 
 BASE_URL = "https://prices.azure.com/api/retail/prices"
@@ -51,13 +50,7 @@ def _items(url: str, base_url: str, get: Fetch) -> Iterator[dict[str, Any]]:
 
 
 def _page(body: bytes, url: str) -> dict[str, Any]:
-    try:
-        page = json.loads(body)
-    except ValueError:
-        page = None
-    if not isinstance(page, dict):
-        raise InputError(f"Azure Retail Prices API: {url[:200]} did not answer a JSON page")
-    return page
+    return json_page(body, SOURCE, f"a JSON page for {url[:200]}")
 
 
 def _next_link(link: object, base_url: str) -> str | None:
@@ -104,14 +97,4 @@ def _value(found: tuple[float, str] | None) -> float | None:
 
 
 def _http_get(url: str) -> bytes:
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise InputError("Azure Retail Prices API: the address must be http(s)")
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            body: bytes = response.read(MAX_PAGE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"Azure Retail Prices API: {exc}") from None
-    if len(body) > MAX_PAGE_BYTES:
-        raise InputError("Azure Retail Prices API: a page over 16 MiB")
-    return body
+    return get_page(url, SOURCE, max_bytes=MAX_PAGE_BYTES, timeout_s=TIMEOUT_S)

@@ -9,16 +9,15 @@ no price there (said on stderr by the caller), never a partial sum."""
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from engine.core.catalog_tables import InstanceType
 from engine.core.errors import InputError
+from engine.pricing.http import get_page, json_page
 from engine.pricing.rows import PriceRow
 
 BASE_URL = "https://cloudbilling.googleapis.com"
@@ -190,7 +189,7 @@ def _sum(needed: list[tuple[PartKey, float]], prices: dict[PartKey, PartPrice]) 
 def _skus(base_url: str, api_key: str, get: Fetch) -> Iterator[dict[str, Any]]:
     token = ""
     for _ in range(MAX_PAGES):
-        page = _page(get(_page_url(base_url, api_key, token)))
+        page = json_page(get(_page_url(base_url, api_key, token)), SOURCE, "a JSON page of SKUs")
         yield from (sku for sku in page.get("skus") or [] if isinstance(sku, dict))
         token = page.get("nextPageToken") or ""
         if not isinstance(token, str) or not token:
@@ -206,33 +205,10 @@ def _page_url(base_url: str, api_key: str, token: str) -> str:
     return f"{base_url.rstrip('/')}{service}?{urllib.parse.urlencode(query)}"
 
 
-def _page(body: bytes) -> dict[str, Any]:
-    try:
-        page = json.loads(body)
-    except ValueError:
-        page = None
-    if not isinstance(page, dict):
-        raise InputError("Cloud Billing Catalog API did not answer a JSON page of SKUs")
-    if isinstance(page.get("error"), dict):
-        message = str(page["error"].get("message") or "")[:200]
-        raise InputError(f"Cloud Billing Catalog API: {message}")
-    return page
-
-
 def _http_get(url: str) -> bytes:
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise InputError("--endpoint-url: the Cloud Billing Catalog API is an http(s) address")
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            body: bytes = response.read(MAX_PAGE_BYTES + 1)
-    except OSError as exc:
-        reason = _without_key(str(exc))
-        raise InputError(f"Cloud Billing Catalog API unreachable: {reason}") from None
-    if len(body) > MAX_PAGE_BYTES:
-        raise InputError(f"Cloud Billing Catalog API: a page over {MAX_PAGE_BYTES} bytes")
-    return body
+    return get_page(url, SOURCE, max_bytes=MAX_PAGE_BYTES, timeout_s=TIMEOUT_S,
+                    scrub=_without_key)
 
 
 def _without_key(text: str) -> str:
-    return re.sub(r"key=[^&\s]+", "key=…", text)[:300]
+    return re.sub(r"key=[^&\s]+", "key=…", text)
