@@ -44,7 +44,7 @@ from engine.core.labels import protection
 from engine.core.model import Finding, Report, Resource
 from engine.sources.aws import AwsClients, apply_client_hooks
 from engine.sources.aws.permissions import IamDeclarations
-from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal
 from remediations.runner import (
     Change,
     Check,
@@ -125,6 +125,20 @@ def _parse_size(text: str) -> dict[str, int] | None:
 
 def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
     return {"min": minimum, "max": maximum, "desired": desired}
+
+
+def _group_name(resource: Resource) -> str:
+    return str(resource.raw.get("AutoScalingGroupName") or resource.name)
+
+
+def _describe_group(autoscaling: Any, name: str) -> dict[str, Any] | None:
+    groups = autoscaling.describe_auto_scaling_groups(
+        AutoScalingGroupNames=[name])["AutoScalingGroups"]
+    return groups[0] if groups else None
+
+
+def _group_size(group: dict[str, Any]) -> dict[str, int]:
+    return _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
 
 
 def _size_tag(size: dict[str, int]) -> str:
@@ -247,18 +261,19 @@ class AwsActions:
     def _resume_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         """Restore the size gpuwarden recorded when it scaled the group to zero."""
         autoscaling = self._client("autoscaling", resource)
-        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
-        groups = autoscaling.describe_auto_scaling_groups(
-            AutoScalingGroupNames=[name])["AutoScalingGroups"]
-        if not groups:
+        name = _group_name(resource)
+        group = _describe_group(autoscaling, name)
+        if group is None:
             return NoChange(f"autoscaling group {name} no longer exists")
-        group, tags = groups[0], _tag_map(groups[0].get("Tags"))
-        before = _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
+        tags = _tag_map(group.get("Tags"))
+        before = _group_size(group)
         previous = _parse_size(tags.get(PREVIOUS_SIZE_TAG, ""))
-        if STOPPED_BY_TAG not in tags or previous is None:
-            return NoChange(f"autoscaling group {name} carries no {STOPPED_BY_TAG} mark", before)
-        if before["desired"] != 0:
-            return NoChange(f"autoscaling group {name} is no longer at zero", before)
+        refused = resume_refusal(f"autoscaling group {name}", STOPPED_BY_TAG,
+                                 marked=STOPPED_BY_TAG in tags and previous is not None,
+                                 at_zero=before["desired"] == 0)
+        if refused:
+            return NoChange(refused, before)
+        assert previous is not None  # marked: its size was readable
         update = {"AutoScalingGroupName": name, "MinSize": previous["min"],
                   "MaxSize": previous["max"], "DesiredCapacity": previous["desired"]}
         marks = [{"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": key}
@@ -287,11 +302,12 @@ class AwsActions:
         before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
                        scaling.get("desiredSize", 0))
         previous = _parse_size(str(tags.get(PREVIOUS_SIZE_TAG, "")))
-        if STOPPED_BY_TAG not in tags or previous is None:
-            return NoChange(f"node group {cluster}/{name} carries no {STOPPED_BY_TAG} mark",
-                            before)
-        if before["desired"] != 0:
-            return NoChange(f"node group {cluster}/{name} is no longer at zero", before)
+        refused = resume_refusal(f"node group {cluster}/{name}", STOPPED_BY_TAG,
+                                 marked=STOPPED_BY_TAG in tags and previous is not None,
+                                 at_zero=before["desired"] == 0)
+        if refused:
+            return NoChange(refused, before)
+        assert previous is not None  # marked: its size was readable
         update = {"clusterName": cluster, "nodegroupName": name, "scalingConfig": {
             "minSize": previous["min"], "maxSize": max(1, previous["max"]),
             "desiredSize": previous["desired"]}}
@@ -334,13 +350,11 @@ class AwsActions:
                  tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _scale_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         autoscaling = self._client("autoscaling", resource)
-        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
-        groups = autoscaling.describe_auto_scaling_groups(
-            AutoScalingGroupNames=[name])["AutoScalingGroups"]
-        if not groups:
+        name = _group_name(resource)
+        group = _describe_group(autoscaling, name)
+        if group is None:
             return NoChange(f"autoscaling group {name} no longer exists")
-        group = groups[0]
-        before = _size(group["MinSize"], group["MaxSize"], group["DesiredCapacity"])
+        before = _group_size(group)
         protected = protection(finding.policy, _tag_map(group.get("Tags")))
         if protected:
             return NoChange(protected, before)
@@ -355,9 +369,8 @@ class AwsActions:
         def apply() -> dict[str, Any]:
             autoscaling.create_or_update_tags(Tags=tags)  # the way back, before the change
             autoscaling.update_auto_scaling_group(**update)
-            now = autoscaling.describe_auto_scaling_groups(
-                AutoScalingGroupNames=[name])["AutoScalingGroups"][0]
-            return _size(now["MinSize"], now["MaxSize"], now["DesiredCapacity"])
+            return _group_size(autoscaling.describe_auto_scaling_groups(
+                AutoScalingGroupNames=[name])["AutoScalingGroups"][0])
 
         return Change(before, {"CreateOrUpdateTags": tags, "UpdateAutoScalingGroup": update},
                       apply, f"scaled autoscaling group {name} to zero (was {_size_tag(before)}"
@@ -523,12 +536,11 @@ class AwsActions:
     def _group_taggers(self, resource: Resource
                        ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         autoscaling = self._client("autoscaling", resource)
-        name = str(resource.raw.get("AutoScalingGroupName") or resource.name)
+        name = _group_name(resource)
 
         def read() -> dict[str, str]:
-            groups = autoscaling.describe_auto_scaling_groups(
-                AutoScalingGroupNames=[name])["AutoScalingGroups"]
-            return _tag_map(groups[0].get("Tags") if groups else [])
+            group = _describe_group(autoscaling, name)
+            return _tag_map(group.get("Tags") if group else [])
 
         def write(value: str) -> None:
             autoscaling.create_or_update_tags(Tags=[{

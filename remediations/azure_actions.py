@@ -49,7 +49,7 @@ from engine.sources.azure import (
     plain,
     power_state,
 )
-from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal
 from remediations.runner import (
     Change,
     Check,
@@ -285,10 +285,12 @@ class AzureActions:
         before = _pool_size(pool)
         tags = {str(k): str(v) for k, v in (pool.tags or {}).items()}
         previous = _parse_pool_size(tags.get(PREVIOUS_SIZE_TAG, ""))
-        if STOPPED_BY_TAG not in tags or previous is None:
-            return NoChange(f"{resource.id} carries no {STOPPED_BY_TAG} mark", before)
-        if before["count"] != 0:
-            return NoChange(f"{resource.id} is no longer at zero", before)
+        refused = resume_refusal(resource.id, STOPPED_BY_TAG,
+                                 marked=STOPPED_BY_TAG in tags and previous is not None,
+                                 at_zero=before["count"] == 0)
+        if refused:
+            return NoChange(refused, before)
+        assert previous is not None  # marked: its size was readable
         minimum, maximum, count = previous
         pool.tags = {key: value for key, value in tags.items() if key not in POOL_MARKS}
         pool.count = count

@@ -144,6 +144,16 @@ def _resume_finding(resource: Resource, now: datetime) -> Finding | None:
     )
 
 
+def resume_refusal(what: str, mark: str, *, marked: bool, at_zero: bool) -> str | None:
+    """Why a resource scaled to zero is not resumed: it carries no readable mark of gpuwarden's
+    (someone else scaled it down), or it is no longer at zero (someone scaled it since)."""
+    if not marked:
+        return f"{what} carries no {mark} mark"
+    if not at_zero:
+        return f"{what} is no longer at zero"
+    return None
+
+
 def stop_mark(resource: Resource) -> tuple[str, str, str] | None:
     """(policy, when it was stopped, the schedule to resume on) from gpuwarden's mark on the
     resource (tags, labels or annotations); None when it carries none, or one unreadable."""
