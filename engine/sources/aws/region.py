@@ -65,10 +65,11 @@ class Region:
 
     def resource(self, **fields: Any) -> Resource:
         fields.setdefault("name", fields["id"])
-        resource = _enrich(Resource(provider="aws", region=self.region, account=self.account,
-                                    **fields), self.catalog)
-        market = self.spot_market.get(resource.instance_type or "")
-        return resource.model_copy(update={"spot_hourly_usd": market[0]}) if market else resource
+        market = self.spot_market.get(fields.get("instance_type") or "")
+        if market:
+            fields["spot_hourly_usd"] = market[0]
+        return _enrich(Resource(provider="aws", region=self.region, account=self.account,
+                                **fields), self.catalog)
 
     @cached_property
     def spot_market(self) -> dict[str, tuple[float, str]]:
