@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +42,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # Tuesday 2026-12-01: 03:00 UTC is off-hours, 12:00 UTC is business hours.
 OFF_HOURS = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 BUSINESS_HOURS = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
+            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    """`gpuwarden ARGS` in this process: (exit code, stdout, stderr)."""
+    from engine.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out, err = capsys.readouterr()
+    code = exited.value.code
+    return (code if isinstance(code, int) else 0), out, err
 
 
 @pytest.fixture(scope="session")

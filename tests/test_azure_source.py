@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import ssl
-import sys
 import threading
 import time
 import zlib
@@ -39,7 +38,6 @@ from azure.mgmt.containerservice import models as km  # noqa: E402
 from azure.mgmt.resource.resources import models as rm  # noqa: E402
 from azure.mgmt.resource.subscriptions import models as sm  # noqa: E402
 
-from engine.cli import main  # noqa: E402
 from engine.core.catalog import builtin_catalog  # noqa: E402
 from engine.core.errors import InputError  # noqa: E402
 from engine.core.model import Capacity, Category, State  # noqa: E402
@@ -48,7 +46,7 @@ from engine.sources.azure import vm_sizes  # noqa: E402
 from engine.sources.registry import ScanOptions  # noqa: E402
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot  # noqa: E402
 from remediations.azure_actions import VIOLATION_TAG, apply_azure_remediations  # noqa: E402
-from tests.conftest import BUSINESS_HOURS, OFF_HOURS  # noqa: E402
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS, run_cli  # noqa: E402
 
 DEV = "6f1d3a52-8c4e-4b7a-9d21-0a3e5c7b9f10"
 PROD = "a2c4e6f8-1b3d-4f5a-8c7e-9d0b2a4c6e81"
@@ -442,15 +440,6 @@ def fake_arm(tls: tuple[ssl.SSLContext, str], monkeypatch: pytest.MonkeyPatch) -
         server.shutdown()
         server.server_close()
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def scan(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *extra: str,

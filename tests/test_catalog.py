@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.cli import main
 from engine.core.catalog import Catalog, builtin_catalog, with_price_overrides
 from engine.core.catalog_files import with_catalog_rows
 from engine.core.catalog_tables import sorted_price_rows
@@ -21,6 +19,7 @@ from engine.core.model import Category, Resource
 from engine.loading.catalog_files import read_catalog_file
 from engine.sources.aws import collect, instance_types, region_resources
 from engine.sources.registry import ScanOptions
+from tests.conftest import run_cli
 from tests.conftest_aws import (
     EAST,
     WEST,
@@ -51,15 +50,6 @@ NAMED_TYPES = [
     ("Standard_NV36ads_A10_v5", "A10", 1),
 ]
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def one_instance_plan(tmp_path: Path, instance_type: str) -> Path:

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
 from engine.demo import demo_policy_paths, demo_snapshot_path
 from tests import test_kubernetes_live as kubernetes_live
-from tests.conftest import OFF_HOURS, REFERENCE
+from tests.conftest import OFF_HOURS, REFERENCE, run_cli
 
 GPU_PLAN: dict[str, Any] = {
     "format_version": "1.2",
@@ -37,15 +36,6 @@ GPU_PLAN: dict[str, Any] = {
     ],
 }
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 @pytest.fixture

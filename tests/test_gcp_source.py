@@ -30,7 +30,6 @@ from google.auth.credentials import AnonymousCredentials, Credentials
 from google.auth.exceptions import RefreshError
 from google.cloud import compute_v1, resourcemanager_v3
 
-from engine.cli import main
 from engine.core.catalog import builtin_catalog
 from engine.core.errors import InputError
 from engine.core.model import Capacity, Category, State
@@ -40,7 +39,7 @@ from engine.sources.registry import ScanOptions
 from engine.sources.snapshot import load_snapshot_resources, read_snapshot
 from remediations.gcp_actions import VIOLATION_LABEL, apply_gcp_remediations
 from remediations.planning import RESUME_SCHEDULE_LABEL, STOPPED_BY_LABEL
-from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS, run_cli
 from tests.gke_fake import GkeRoutes, GkeState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gcp"
@@ -371,15 +370,6 @@ def fake_gcp(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcp]:
         server.shutdown()
         server.server_close()
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def failing(report: dict[str, Any]) -> set[tuple[str, str]]:

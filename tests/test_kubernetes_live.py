@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from engine.cli import main
 from engine.core.catalog import builtin_catalog
 from engine.core.errors import InputError
 from engine.core.model import Capacity, State
@@ -38,7 +36,7 @@ from remediations.kubernetes_actions import (
     apply_kubernetes_remediations,
 )
 from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION
-from tests.conftest import OFF_HOURS
+from tests.conftest import OFF_HOURS, run_cli
 
 OFF_HOURS_ISO = OFF_HOURS.isoformat()
 
@@ -299,15 +297,6 @@ def api_client(url: str) -> Any:
     configuration = client.Configuration(host=url)
     return client.ApiClient(configuration)
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def scan_args(kubeconfig: Path, *extra: str) -> list[str]:

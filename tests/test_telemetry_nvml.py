@@ -13,8 +13,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from engine.cli import main
 from engine.telemetry.nvml import read_nvml
+from tests.conftest import run_cli
 
 GIB = 1024**3
 
@@ -154,15 +154,6 @@ def test_no_driver_is_one_reason_not_an_exception() -> None:
     assert result.readings == [] and result.error == \
         "no NVML: Driver Not Loaded (no NVIDIA driver on this machine?)"
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def real_nvml_works() -> bool:

@@ -8,7 +8,6 @@ missing labels, pod + exported_pod) each give `unknown` with a reason while the 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,6 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from engine.cli import main
 from engine.core.catalog import builtin_catalog
 from engine.sources.registry import Collected, ScanOptions, collect_sources
 from engine.telemetry import attach_telemetry
@@ -30,6 +28,7 @@ from engine.telemetry.prometheus import (
     PrometheusSettings,
     fetch_gpu_series,
 )
+from tests.conftest import run_cli
 
 if TYPE_CHECKING:
     from tests.prometheus_fixture import PrometheusServer
@@ -112,15 +111,6 @@ def estate_file(tmp_path: Path) -> Path:
     path.write_text(json.dumps(estate()))
     return path
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def findings(report: dict[str, Any], *policies: str) -> dict[tuple[str, str], dict[str, Any]]:

@@ -16,6 +16,7 @@ import pytest
 
 from engine.cli import main
 from engine.demo import demo_policy_paths
+from tests.conftest import run_cli
 from tests.test_kubernetes_live import FakeApi, make_handler
 from tests.test_kubernetes_live import estate as cluster_estate
 
@@ -25,15 +26,6 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.prometheus_fixture"]
 BUSINESS_HOURS = "2026-12-01T12:00:00Z"
 
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def by_policy(report: dict[str, Any], policy: str) -> dict[str, dict[str, Any]]:
