@@ -34,8 +34,10 @@ def region_spot_prices(scan: Mapping[str, Any],
     for (name, _), found in latest.items():
         by_type.setdefault(name, []).append(found)
     region = str(scan.get("region") or "")
-    return {name: (statistics.median(p for _, p in found), max(s for s, _ in found)[:10])
-            for name, found in by_type.items() if _plausible(catalog, name, region, found)}
+    market = {name: (statistics.median(p for _, p in found), max(s for s, _ in found)[:10])
+              for name, found in by_type.items()}
+    return {name: quote for name, quote in market.items()
+            if _plausible(catalog, name, region, quote[0])}
 
 
 def _price(value: Any) -> float | None:
@@ -46,9 +48,8 @@ def _price(value: Any) -> float | None:
     return price if 0 < price < 10_000 else None
 
 
-def _plausible(catalog: Catalog, name: str, region: str, found: list[tuple[str, float]]) -> bool:
+def _plausible(catalog: Catalog, name: str, region: str, price: float) -> bool:
     on_demand = catalog.hourly_price(name, region, "on_demand")
     if on_demand is None:
         return False
-    median = statistics.median(p for _, p in found)
-    return FLOOR_SHARE_OF_ON_DEMAND * on_demand.usd_per_h <= median <= on_demand.usd_per_h * 1.5
+    return FLOOR_SHARE_OF_ON_DEMAND * on_demand.usd_per_h <= price <= on_demand.usd_per_h * 1.5
