@@ -12,7 +12,6 @@ from typing import Any
 from engine.core.catalog import Catalog
 
 FLOOR_SHARE_OF_ON_DEMAND = 0.05
-SOURCE = "ec2:DescribeSpotPriceHistory (live)"
 
 
 def region_spot_prices(scan: Mapping[str, Any],
