@@ -473,14 +473,21 @@ def parse_fraction(text: str) -> Fraction:
         raise CatalogBuildError(f"not a number: {text!r}") from exc
 
 
-def gcp_yml_gpus(source: Source) -> GcpGpuTable:
+def cyclenerd_instances(source: Source) -> dict[str, Any]:
+    """The compute.instance section of one of Cyclenerd's YAML files (gcp.yml, pricing.yml)."""
     data = yaml.safe_load(read_text(source.path))
     try:
         instances = data["compute"]["instance"]
     except (TypeError, KeyError) as exc:
         raise CatalogBuildError(f"{source.path}: no compute.instance section") from exc
+    if not isinstance(instances, dict):
+        raise CatalogBuildError(f"{source.path}: compute.instance is not a mapping")
+    return instances
+
+
+def gcp_yml_gpus(source: Source) -> GcpGpuTable:
     gpus: GcpGpuTable = {}
-    for name, spec in instances.items():
+    for name, spec in cyclenerd_instances(source).items():
         for key, value in (spec or {}).items():
             if key in GCP_YML_OTHER_KEYS:
                 continue
@@ -578,6 +585,44 @@ def gcp_autoscaler_prices(catalog: Catalog, source: Source) -> None:
                              f"{', '.join(sorted(dropped))}")
 
 
+def cyclenerd_price(value: Any, where: str) -> float | None:
+    """One `hour`/`hour_spot` figure of pricing.yml: absent, or a positive number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+        raise CatalogBuildError(f"{where}: not a price: {value!r}")
+    return float(value)
+
+
+def cyclenerd_prices(source: Source) -> Iterator[tuple[str, str, float | None, float | None]]:
+    """(type, region, on-demand, spot) per region from the `cost` of each pricing.yml entry."""
+    for name, spec in cyclenerd_instances(source).items():
+        costs = spec.get("cost") or {} if isinstance(spec, dict) else None
+        if not isinstance(costs, dict) or not all(isinstance(c, dict) for c in costs.values()):
+            raise CatalogBuildError(f"{source.path}: {name}: cost is not a mapping of regions")
+        for region, cost in sorted(costs.items()):
+            where = f"{source.path}: {name} {region}"
+            yield (str(name), str(region), cyclenerd_price(cost.get("hour"), where),
+                   cyclenerd_price(cost.get("hour_spot"), where))
+
+
+def gcp_region_prices(catalog: Catalog, source: Source) -> None:
+    """Per-region prices of the GPU machine types no earlier source prices: one source a type."""
+    priced = {(row.cloud, row.type.lower()) for row in catalog.prices.values()}
+    left_out = set()
+    for name, region, on_demand, spot in cyclenerd_prices(source):
+        known = catalog.types.get(("gcp", name.lower()))
+        if known is None or not known.gpu_count or ("gcp", name.lower()) in priced:
+            left_out.add(name)
+            continue
+        if on_demand is not None or spot is not None:
+            catalog.add_price(PriceRow("gcp", known.type, region, on_demand, spot, source.id,
+                                       source.as_of))
+    if left_out:
+        catalog.notes.append(f"gcp: {len(left_out)} types in {source.id} left out (priced "
+                             f"already, no GPUs or unknown): {', '.join(sorted(left_out)[:8])}")
+
+
 def build_gcp(sources: dict[str, Source], catalog: Catalog) -> None:
     yml = require(sources, "gcp_gpu_machine_types")
     toolkit = require(sources, "gcp_toolkit_mappings")
@@ -588,6 +633,7 @@ def build_gcp(sources: dict[str, Source], catalog: Catalog) -> None:
     for row in gcp_accelerator_types(require(sources, "gcp_accelerators")):
         catalog.add_type(row)
     gcp_autoscaler_prices(catalog, require(sources, "gcp_autoscaler_prices"))
+    gcp_region_prices(catalog, require(sources, "gcp_cyclenerd_prices"))
 
 
 # ---------------------------------------------------------------------------------- Azure
@@ -741,7 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build_catalog: {exc}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
-        print(f"build_catalog: malformed source data ({type(exc).__name__}: {exc})",
+        detail = " ".join(str(exc).split())  # YAML errors span lines; the CLI prints one
+        print(f"build_catalog: malformed source data ({type(exc).__name__}: {detail})",
               file=sys.stderr)
         return 2
     if not args.quiet:

@@ -113,7 +113,23 @@ def test_fixture_prices(fixture_output: Path) -> None:
     skipped = {("gcp", "e2-small"), ("gcp", "nvidia-tesla-a100"), ("gcp", "nvidia-tesla-k80"),
                ("azure", "Basic_A0"), ("azure", "DCadsv6_Type1"), ("aws", "g5.12xlarge")}
     assert not skipped & {(cloud, name) for cloud, name, _ in prices}
-    assert len(prices) == 22
+    assert len(prices) == 26
+
+
+def test_fixture_region_prices_fill_only_unpriced_gpu_types(fixture_output: Path) -> None:
+    """Cyclenerd's pricing.yml prices per region the GPU machine types the autoscaler lacks;
+    a2-highgpu-1g, which the autoscaler prices, keeps that source alone."""
+    prices = prices_by_key(fixture_output)
+    assert list(prices[("gcp", "a3-highgpu-8g", "us-central1")].values())[3:] == [
+        "88.49", "50.609541", "cyclenerd-pricing@fd66b26", "2026-07-30"]
+    assert prices[("gcp", "a3-highgpu-8g", "us-east4")]["on_demand_usd_per_h"] == "88.555756"
+    assert prices[("gcp", "a3-megagpu-8g", "us-east4")]["on_demand_usd_per_h"] == "92.937588"
+    assert prices[("gcp", "g4-standard-6", "us-central1")]["spot_usd_per_h"] == "0.223803"
+    a2 = {region: row["source"] for (cloud, name, region), row in prices.items()
+          if name == "a2-highgpu-1g"}
+    assert a2 == {"us-central1": "autoscaler-gce-prices@e72c7c6"}
+    unpriced = {"a3-edgegpu-8g", "a3-ultragpu-8g-nolssd"}  # in neither source
+    assert not unpriced & {name for _, name, _ in prices}
 
 
 def test_fixture_provenance_is_copied(fixture_output: Path) -> None:
@@ -157,6 +173,19 @@ def edited_sources(tmp_path: Path, relative: str, old: str, new: str) -> Path:
     ("SOURCES.json", '"aws/zz_generated.pricing_aws.go"', '"aws/absent.go"', "not a regular file"),
     ("SOURCES.json", '"as_of": "2026-06-18"', '"as_of": "June"', "as_of is not YYYY-MM-DD"),
     ("gcp/gce_price_info.go", "preemptiblePrices =", "otherPrices =", "no preemptiblePrices"),
+    ("gcp/pricing.yml", "hour: 88.4899999025753", "hour: '88.49'", "not a price: '88.49'"),
+    ("gcp/pricing.yml", "hour: 0.55955625", "hour: -1", "g4-standard-6 us-central1: not a price"),
+    ("gcp/pricing.yml", "    a3-megagpu-8g:\n      cost:",
+     "    a3-megagpu-8g:\n      cost: 1\n      x:", "a3-megagpu-8g: cost is not a mapping"),
+    ("gcp/pricing.yml", "        us-east4:\n          hour: 92", "        us-east4: 92\n#",
+     "malformed source data (ParserError: while parsing a block mapping in"),
+    ("gcp/pricing.yml", "    a3-megagpu-8g:\n      cost:\n        us-east4:\n",
+     "    a3-megagpu-8g:\n      cost:\n        us-east4: 9\n        x:\n",
+     "a3-megagpu-8g: cost is not a mapping of regions"),
+    ("gcp/pricing.yml", "    a3-megagpu-8g:\n      cost:\n",
+     "    a3-megagpu-8g: [1]\n    x:\n      cost:\n", "a3-megagpu-8g: cost is not a mapping"),
+    ("gcp/pricing.yml", "compute:\n  instance:", "compute:\n  instances:",
+     "no compute.instance section"),
 ])
 def test_unknown_or_broken_source_fails_loudly(tmp_path: Path, relative: str, old: str, new: str,
                                                message: str) -> None:
@@ -267,6 +296,36 @@ def test_existing_accelerators_agree(shipped_types: list[dict[str, str]]) -> Non
 def test_named_types_have_their_gpus(shipped_types: list[dict[str, str]], cloud: str, name: str,
                                      gpus: int) -> None:
     assert float(lookup(shipped_types, cloud, name)["gpu_count"]) == gpus
+
+
+def test_gpu_machine_types_without_a_price_are_the_known_gaps(
+        shipped_types: list[dict[str, str]], shipped_prices: list[dict[str, str]]) -> None:
+    """No public price source reachable when the catalog was built prices these (README:
+    "Left out or known gaps"); a type newly missing a price fails here."""
+    priced = {(r["cloud"], r["type"].lower()) for r in shipped_prices}
+    unpriced = {(r["cloud"], r["type"]) for r in shipped_types
+                if r["kind"] == "machine" and float(r["gpu_count"])
+                and (r["cloud"], r["type"].lower()) not in priced}
+    assert unpriced == {("aws", "p5e.48xlarge"), ("gcp", "a3-edgegpu-8g"),
+                        ("gcp", "a3-edgegpu-8g-nolssd"), ("gcp", "a3-ultragpu-8g"),
+                        ("gcp", "a3-ultragpu-8g-nolssd"), ("gcp", "a4-highgpu-8g"),
+                        ("gcp", "a4x-highgpu-4g")}
+
+
+def test_shipped_region_prices_agree_with_the_curated_row(
+        shipped_prices: list[dict[str, str]]) -> None:
+    rows = {r["region"]: r for r in shipped_prices
+            if (r["cloud"], r["type"]) == ("gcp", "a3-highgpu-8g")}
+    curated = lookup_curated("gcp", "a3-highgpu-8g")
+    assert float(rows[curated["region"]]["on_demand_usd_per_h"]) == float(
+        curated["on_demand_usd_hr"])
+    assert rows["us-central1"]["source"] == "cyclenerd-pricing@fd66b26"
+    assert len(rows) == 40  # one per region pricing.yml names
+
+
+def lookup_curated(cloud: str, name: str) -> dict[str, str]:
+    return next(r for r in read_csv(SHIPPED / "gpu_instances.csv")
+                if (r["cloud"], r["instance_type"]) == (cloud, name))
 
 
 def test_coverage_of_gpu_families_and_cpu_types(shipped_types: list[dict[str, str]]) -> None:
