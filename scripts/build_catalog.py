@@ -27,6 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import catalog_manual as manual  # the hand-kept tables, beside this script
 import yaml
 
 MAX_SOURCE_BYTES = 64 * 1024 * 1024  # the largest source (Azure prices) is about 3 MiB
@@ -86,6 +87,7 @@ GPU_MODELS: dict[str, GpuModel] = {
     "NVIDIA RTX PRO 4500 Blackwell": GpuModel(32, False),
     "NVIDIA RTX PRO 6000 Blackwell": GpuModel(96, True),
     "AMD Radeon Pro V520": GpuModel(8, False),
+    "AMD Radeon PRO V710": GpuModel(24, False),
     "AMD Radeon Instinct MI25": GpuModel(16, False),
     "AMD Instinct MI300X": GpuModel(192, False),
     "Habana Gaudi HL-205": GpuModel(32, False),
@@ -163,12 +165,6 @@ GCP_VWS_SUFFIX = "-vws"  # the same GPU with an NVIDIA RTX Virtual Workstation l
 # Machine families sold with GPUs: a type of these families the sources leave unmapped fails.
 GCP_GPU_FAMILIES = ("a2-", "a3-", "a4-", "a4x-", "g2-", "g4-")
 GCP_NO_LSSD_SUFFIX = "-nolssd"  # same machine without the bundled local SSD
-# No machine-readable source maps these; the figures are Google's GPU machine types page.
-GCP_MANUAL_GPUS: dict[str, tuple[str, Fraction]] = {
-    "a3-edgegpu-8g": ("NVIDIA H100 80GB", Fraction(8)),
-}
-# Left out rather than guessed: no source here names their GPU.
-GCP_LEFT_OUT = frozenset({"a4x-maxgpu-4g-metal"})
 # cluster-autoscaler says these two prices are set artificially high to steer its choice.
 GCP_ARTIFICIAL_PRICES = frozenset({"e2-micro", "e2-small"})
 GCP_PRICE_REGION = "us-central1"  # the autoscaler's list prices equal the us-central1 prices
@@ -198,15 +194,6 @@ AZURE_FAMILY_GPU: dict[str, str] = {
     "standardNVSv3Family": "NVIDIA M60",
     "standardNVSv4Family": "AMD Radeon Instinct MI25",
     "standardNPSFamily": AZURE_NOT_GPU,  # Xilinx U250 FPGAs, which the API counts as "GPUs"
-}
-# Sizes holding part of one GPU: the API reports 1 GPU; Microsoft's size tables give the share.
-AZURE_PARTIAL_GPU: dict[str, Fraction] = {
-    "standard_nv6ads_a10_v5": Fraction(1, 6),
-    "standard_nv12ads_a10_v5": Fraction(1, 3),
-    "standard_nv18ads_a10_v5": Fraction(1, 2),
-    "standard_nv4as_v4": Fraction(1, 8),
-    "standard_nv8as_v4": Fraction(1, 4),
-    "standard_nv16as_v4": Fraction(1, 2),
 }
 
 
@@ -530,8 +517,8 @@ def gcp_machine_gpu(name: str, table: GcpGpuTable) -> tuple[str, Fraction]:
     base = name.removesuffix(GCP_NO_LSSD_SUFFIX)
     if base in table:
         return table[base]
-    if base in GCP_MANUAL_GPUS:
-        return GCP_MANUAL_GPUS[base]
+    if base in manual.GCP_MANUAL_GPUS:
+        return manual.GCP_MANUAL_GPUS[base]
     if name.startswith(GCP_GPU_FAMILIES):
         raise CatalogBuildError(f"gcp {name}: GPU machine family without a GPU mapping")
     return "", Fraction(0)
@@ -542,7 +529,7 @@ def gcp_machine_types(source: Source, table: GcpGpuTable,
     reader = csv.DictReader(io.StringIO(read_text(source.path)), delimiter=";")
     for record in reader:
         name = (record.get("NAME") or "").strip()
-        if not name or name in GCP_LEFT_OUT:
+        if not name or name in manual.GCP_LEFT_OUT:
             continue
         model, count = gcp_machine_gpu(name, table)
         label = source.id
@@ -639,15 +626,20 @@ def build_gcp(sources: dict[str, Source], catalog: Catalog) -> None:
 # ---------------------------------------------------------------------------------- Azure
 
 
-def azure_gpu(name: str, family: str, reported: int) -> tuple[str, Fraction]:
+def azure_gpu(name: str, family: str, reported: int) -> tuple[str, Fraction, str]:
+    """Model, GPU count, source note; catalog_manual.py's where the API reports none (V710)."""
+    listed = manual.AZURE_MANUAL_BY_NAME.get(name.lower())
     if reported <= 0:
-        return "", Fraction(0)
+        return ("", Fraction(0), "") if listed is None else (
+            listed.gpu_model, listed.gpu_count, f"; GPU: {listed.gpus.id}")
     if family not in AZURE_FAMILY_GPU:
         raise CatalogBuildError(f"azure {name}: GPU family {family!r} not in AZURE_FAMILY_GPU")
     model = AZURE_FAMILY_GPU[family]
     if model == AZURE_NOT_GPU:
-        return "", Fraction(0)
-    return model, AZURE_PARTIAL_GPU.get(name.lower(), Fraction(reported))
+        return "", Fraction(0), ""
+    share = manual.AZURE_PARTIAL_GPU.get(name.lower())
+    return model, share or Fraction(reported), "; GPU model: build_catalog.py family table" + (
+        " (GPU share: Microsoft size table)" if share else "")
 
 
 def azure_types(source: Source) -> Iterator[TypeRow]:
@@ -655,14 +647,9 @@ def azure_types(source: Source) -> Iterator[TypeRow]:
                           ("InstanceType", "SkuFamily", "VCPU", "MemoryMb", "GPU"), source.path)
     for row in rows:
         name = row["InstanceType"]
-        model, count = azure_gpu(name, row["SkuFamily"], int(row["GPU"]))
-        label = source.id
-        if count:
-            label += "; GPU model: build_catalog.py family table"
-            if name.lower() in AZURE_PARTIAL_GPU:
-                label += " (GPU share: Microsoft size table)"
+        model, count, note = azure_gpu(name, row["SkuFamily"], int(row["GPU"]))
         yield TypeRow("azure", name, "machine", model, count, Fraction(int(row["VCPU"])),
-                      Fraction(int(row["MemoryMb"]), 1024), label, source.as_of)
+                      Fraction(int(row["MemoryMb"]), 1024), source.id + note, source.as_of)
 
 
 def karpenter_azure_prices(source: Source) -> Iterator[tuple[str, str, float]]:
@@ -679,9 +666,20 @@ def karpenter_azure_prices(source: Source) -> Iterator[tuple[str, str, float]]:
             yield region, name, float(price)
 
 
+def add_azure_manual_types(catalog: Catalog) -> None:
+    """catalog_manual.py's sizes the type source lacks (a newer autoscaler table wins)."""
+    for size in manual.AZURE_MANUAL_SIZES:
+        if catalog.canonical_type("azure", size.name) is None:
+            catalog.add_type(TypeRow(
+                "azure", size.name, "machine", size.gpu_model, size.gpu_count,
+                Fraction(size.vcpus), Fraction(size.memory_gib),
+                f"{manual.AZURE_SKU_SIZES.id}; GPU: {size.gpus.id}", manual.AZURE_SKU_SIZES.as_of))
+
+
 def build_azure(sources: dict[str, Source], catalog: Catalog) -> None:
     for row in azure_types(require(sources, "azure_autoscaler_types")):
         catalog.add_type(row)
+    add_azure_manual_types(catalog)
     prices = require(sources, "azure_karpenter_prices")
     entries = ((region, name, price) for region, name, price in karpenter_azure_prices(prices)
                if name.startswith(("Standard_", "Basic_")))  # not dedicated hosts
@@ -735,8 +733,9 @@ def build(sources_dir: Path) -> Catalog:
 def shipped_manifest(sources: dict[str, Source]) -> str:
     """SOURCES.json as shipped beside the CSVs: what each row's source id stands for."""
     entries = {source.id: {"label": source.label, "as_of": source.as_of,
-                           "license": f"{source.license.name}"}
-               for source in sources.values()}
+                           "license": f"{source.license.name}"} for source in sources.values()}
+    entries |= {ref.id: {"label": ref.label, "as_of": ref.as_of, "url": ref.url}
+                for ref in manual.MANUAL_REFERENCES}  # figures read from a page: no file is copied
     return json.dumps(dict(sorted(entries.items())), indent=2) + "\n"
 
 

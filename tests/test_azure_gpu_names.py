@@ -26,6 +26,8 @@ def test_every_gpu_size_of_the_catalog_is_named_as_the_catalog_names_it() -> Non
     ("Standard_ND128isr_NDR_GB200_v6", "NVIDIA GB200"),
     ("Standard_ND96isr_H100_v6", "NVIDIA H100 80GB SXM"),
     ("Standard_NG32ads_V620_v1", "AMD Radeon PRO V620"),
+    ("Standard_NC36ds_xl_RTXPRO6000BSE_v6", "NVIDIA RTX PRO 6000 Blackwell"),  # not in the catalog
+    ("Standard_NV4ads_V710_v5", "AMD Radeon PRO V710"),
 ])
 def test_sizes_name_their_gpu(size: str, model: str) -> None:
     facts = gpu_facts(size)

@@ -10,10 +10,15 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from engine.core.catalog import HOURS_PER_MONTH, builtin_catalog
+from engine.core.costs import resource_spend
+from engine.core.model import Resource
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "build_catalog.py"
@@ -23,6 +28,8 @@ DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def load_script() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as when run: catalog_manual.py sits beside it
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("build_catalog", SCRIPT)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -88,6 +95,17 @@ def prices_by_key(out: Path) -> dict[tuple[str, str, str], dict[str, str]]:
      "machine,NVIDIA A10,0.1667,24,6,55,false,autoscaler-azure@03e49d9; GPU model: "
      "build_catalog.py family table (GPU share: Microsoft size table),2026-03-17"),
     ("azure", "Standard_NP10s", "machine,,0,,10,168,false,autoscaler-azure@03e49d9,2026-03-17"),
+    # the API reports no GPUs for NVads V710 v5: the count comes from Microsoft's size page
+    ("azure", "Standard_NV4ads_V710_v5", "machine,AMD Radeon PRO V710,0.1667,24,4,16,false,"
+                                         "autoscaler-azure@03e49d9; GPU: "
+                                         "ms-learn-nvads-v710-v5@0f864c9,2026-03-17"),
+    # sizes newer than the autoscaler's table: catalog_manual.py, whatever the fixtures hold
+    ("azure", "Standard_ND128isr_NDR_GB200_v6", "machine,NVIDIA GB200,4,186,128,864,true,"
+                                                "aspire-aks-vm-sizes@6e81ade; GPU: "
+                                                "ms-learn-nd-gb200-v6@2bc777f,2026-06-23"),
+    ("azure", "Standard_NC288lds_xl_RTXPRO6000BSE_v6",
+     "machine,NVIDIA RTX PRO 6000 Blackwell,2,96,288,516,true,aspire-aks-vm-sizes@6e81ade; "
+     "GPU: ms-learn-ncv6-overview@2026-06-03,2026-06-23"),
 ])
 def test_fixture_rows(fixture_output: Path, cloud: str, name: str, expected: str) -> None:
     row = types_by_key(fixture_output)[(cloud, name)]
@@ -98,7 +116,7 @@ def test_fixture_row_set(fixture_output: Path) -> None:
     names = {name for _, name in types_by_key(fixture_output)}
     assert "ct5lp-hightpu-4t" in names  # a TPU machine type is a type, with 0 GPUs
     assert "ct5lp" not in names  # but a TPU accelerator is no GPU accelerator
-    assert len(names) == 31
+    assert len(names) == 32 + len(build_catalog.manual.AZURE_MANUAL_SIZES) - 1  # NV4ads: both
 
 
 def test_fixture_prices(fixture_output: Path) -> None:
@@ -110,10 +128,14 @@ def test_fixture_prices(fixture_output: Path) -> None:
     assert (gcp["on_demand_usd_per_h"], gcp["spot_usd_per_h"]) == ("3.673385", "1.102016")
     assert prices[("gcp", "nvidia-tesla-t4", "us-central1")]["spot_usd_per_h"] == "0.11"
     assert prices[("azure", "Standard_NC6s_v3", "westeurope")]["on_demand_usd_per_h"] == "3.823"
+    assert prices[("azure", "Standard_ND128isr_NDR_GB200_v6", "eastus")][
+        "on_demand_usd_per_h"] == "108.16"
+    assert prices[("azure", "Standard_NV4ads_V710_v5", "westeurope")][
+        "on_demand_usd_per_h"] == "0.433"
     skipped = {("gcp", "e2-small"), ("gcp", "nvidia-tesla-a100"), ("gcp", "nvidia-tesla-k80"),
                ("azure", "Basic_A0"), ("azure", "DCadsv6_Type1"), ("aws", "g5.12xlarge")}
     assert not skipped & {(cloud, name) for cloud, name, _ in prices}
-    assert len(prices) == 26
+    assert len(prices) == 29
 
 
 def test_fixture_region_prices_fill_only_unpriced_gpu_types(fixture_output: Path) -> None:
@@ -134,10 +156,16 @@ def test_fixture_region_prices_fill_only_unpriced_gpu_types(fixture_output: Path
 
 def test_fixture_provenance_is_copied(fixture_output: Path) -> None:
     manifest = json.loads((fixture_output / "sources" / "SOURCES.json").read_text())
-    for entry in manifest.values():
+    copied = {key: entry for key, entry in manifest.items() if "license" in entry}
+    for entry in copied.values():
         assert (fixture_output / "sources" / entry["license"]).read_text().startswith(
             (" ", "\n", "Apache"))
     assert manifest["moto-5.2.5"]["as_of"] == "2026-10-27"
+    # the hand-kept tables' pages: read, not copied, so a link and a date instead of a licence
+    read = {key: entry for key, entry in manifest.items() if key not in copied}
+    assert set(read) == {ref.id for ref in build_catalog.manual.MANUAL_REFERENCES}
+    for entry in read.values():
+        assert entry["url"].startswith("https://") and DATE.fullmatch(entry["as_of"])
 
 
 def test_output_is_deterministic(fixture_output: Path, tmp_path: Path) -> None:
@@ -265,7 +293,11 @@ def test_every_shipped_row_has_a_source_and_date(shipped_types: list[dict[str, s
         assert row["source"].split(";")[0] in shipped_sources, row
     for entry in shipped_sources.values():
         assert DATE.fullmatch(entry["as_of"])
-        assert "Apache License" in (SHIPPED / "sources" / entry["license"]).read_text()
+        if "license" in entry:  # a copied file; else a page figures were read from
+            assert "Apache License" in (SHIPPED / "sources" / entry["license"]).read_text()
+        else:
+            assert entry["url"].startswith("https://learn.microsoft.com/") or entry[
+                "url"].startswith("https://github.com/")
 
 
 def test_existing_gpu_instances_agree(shipped_types: list[dict[str, str]]) -> None:
@@ -292,9 +324,11 @@ def test_existing_accelerators_agree(shipped_types: list[dict[str, str]]) -> Non
     ("gcp", "a3-highgpu-8g", 8), ("gcp", "a3-megagpu-8g", 8), ("gcp", "g2-standard-8", 1),
     ("azure", "Standard_NC6s_v3", 1), ("azure", "standard_nc48ads_a100_v4", 2),
     ("azure", "STANDARD_NC40ADS_H100_V5", 1), ("azure", "Standard_NV36ads_A10_v5", 1),
+    ("azure", "Standard_ND128isr_NDR_GB200_v6", 4), ("azure", "standard_nv12ads_v710_v5", 0.5),
+    ("azure", "Standard_NC144ds_xl_RTXPRO6000BSE_v6", 1),
 ])
 def test_named_types_have_their_gpus(shipped_types: list[dict[str, str]], cloud: str, name: str,
-                                     gpus: int) -> None:
+                                     gpus: float) -> None:
     assert float(lookup(shipped_types, cloud, name)["gpu_count"]) == gpus
 
 
@@ -310,6 +344,41 @@ def test_gpu_machine_types_without_a_price_are_the_known_gaps(
                         ("gcp", "a3-edgegpu-8g-nolssd"), ("gcp", "a3-ultragpu-8g"),
                         ("gcp", "a3-ultragpu-8g-nolssd"), ("gcp", "a4-highgpu-8g"),
                         ("gcp", "a4x-highgpu-4g")}
+
+
+def test_hand_kept_azure_sizes_are_shipped_with_their_sources(
+        shipped_types: list[dict[str, str]], shipped_prices: list[dict[str, str]],
+        shipped_sources: dict[str, dict[str, str]]) -> None:
+    """catalog_manual.py's N-series sizes: the figures of its table, each row naming the page its
+    GPUs were read from (in the shipped SOURCES.json), and every one priced by Karpenter."""
+    priced = {r["type"] for r in shipped_prices if r["cloud"] == "azure"}
+    for size in build_catalog.manual.AZURE_MANUAL_SIZES:
+        row = lookup(shipped_types, "azure", size.name)
+        assert (row["gpu_model"], float(row["gpu_count"])) == (
+            size.gpu_model, pytest.approx(float(size.gpu_count), abs=1e-4))
+        # where the autoscaler lists the size too (V710) its API figures are the table's
+        assert (float(row["vcpus"]), float(row["memory_gib"])) == (size.vcpus, size.memory_gib)
+        specs, gpus = row["source"].split("; GPU: ")
+        assert gpus == size.gpus.id and {specs, gpus} <= set(shipped_sources)
+        assert size.name in priced
+    labels = [lookup(shipped_types, "azure", s.name)["source"]
+              for s in build_catalog.manual.AZURE_MANUAL_SIZES]
+    assert sum(label.startswith("autoscaler-azure@") for label in labels) == 5  # NVads V710 v5
+
+
+def test_a_gb200_row_prices_the_gb200_machines_that_have_no_list_price(
+        make_resource: Callable[..., Resource]) -> None:
+    """GCP's a4x-highgpu-4g has no published price; its four GB200 are priced at the cheapest
+    catalog $/GPU-hour of the model: Azure's ND128isr_NDR_GB200_v6 (4 GPUs) at 108.16/h."""
+    catalog = builtin_catalog()
+    assert catalog.gpu_hourly("NVIDIA GB200") == pytest.approx(108.16 / 4)
+    machine = make_resource(provider="gcp", kind="google_compute_instance",
+                            instance_type="a4x-highgpu-4g", region="us-central1",
+                            capacity="on-demand")
+    assert machine.gpu is not None and machine.gpu.count == 4 and machine.hourly_usd is None
+    spend = resource_spend(machine, catalog)
+    assert spend.monthly_usd == pytest.approx(108.16 * HOURS_PER_MONTH)
+    assert "NVIDIA GB200" in spend.basis and "$27.04/GPU-h" in spend.basis
 
 
 def test_shipped_region_prices_agree_with_the_curated_row(

@@ -20,7 +20,8 @@ _NAMED: dict[str, GpuFacts] = {
     "gb300": ("NVIDIA GB300", 279), "b200": ("NVIDIA B200", 180),
     "mi300x": ("AMD Instinct MI300X", 192), "a10": ("NVIDIA A10", 24),
     "t4": ("NVIDIA T4", 16), "v620": ("AMD Radeon PRO V620", 32), "l4": ("NVIDIA L4", 24),
-    "l40s": ("NVIDIA L40S", 48),
+    "l40s": ("NVIDIA L40S", 48), "v710": ("AMD Radeon PRO V710", 24),
+    "rtxpro6000bse": ("NVIDIA RTX PRO 6000 Blackwell", 96),  # Blackwell Server Edition
 }
 _BY_FAMILY: dict[tuple[str, str], GpuFacts] = {
     ("nc", "h100"): ("NVIDIA H100 NVL", 94), ("ncc", "h100"): ("NVIDIA H100 NVL", 94),

@@ -62,6 +62,14 @@ var InstanceTypes = map[string]*InstanceType{
 		GPU:          1,
 		Architecture: "amd64",
 	},
+	"Standard_NV4ads_V710_v5": {
+		InstanceType: "Standard_NV4ads_V710_v5",
+		SkuFamily:    "StandardNVadsV710v5Family",
+		VCPU:         4,
+		MemoryMb:     16384,
+		GPU:          0,
+		Architecture: "amd64",
+	},
 	"Standard_NV6ads_A10_v5": {
 		InstanceType: "Standard_NV6ads_A10_v5",
 		SkuFamily:    "StandardNVADSA10v5Family",

@@ -34,8 +34,10 @@ func init() {
 		"Standard_NC40ads_H100_v5":              6.980000,
 		"Standard_NC48ads_A100_v4":              7.346000,
 		"Standard_NC6s_v3":                      3.060000,
+		"Standard_ND128isr_NDR_GB200_v6":        108.160000,
 		"Standard_NP10s":                        1.650000,
 		"Standard_NV36ads_A10_v5":               3.200000,
+		"Standard_NV4ads_V710_v5":               0.333000,
 		"Standard_NV6ads_A10_v5":                0.454000,
 	}
 
@@ -49,6 +51,7 @@ func init() {
 		"Standard_NC6s_v3":                      3.823000,
 		"Standard_NP10s":                        2.145000,
 		"Standard_NV36ads_A10_v5":               4.160000,
+		"Standard_NV4ads_V710_v5":               0.433000,
 		"Standard_NV6ads_A10_v5":                0.590000,
 	}
 
