@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.core.catalog import builtin_catalog
 from engine.core.labels import (
@@ -19,6 +21,7 @@ from engine.core.labels import (
     is_production_value,
     protection,
 )
+from engine.core.model import Category, Resource
 from engine.pipeline import build_engine, evaluate_and_plan
 from engine.sources.aws import collect
 from engine.sources.registry import ScanOptions
@@ -109,6 +112,26 @@ def test_values_are_bounded_in_the_reason() -> None:
 @pytest.mark.parametrize("value", ["production", "PRD-1", "prod_eu", "us-east-prod"])
 def test_production_values(value: str) -> None:
     assert is_production_value(value)
+
+
+
+_LABEL_KEYS = st.sampled_from(["env", "Environment", "STAGE", "tier", "team", "k8s:stage",
+                               "app.kubernetes.io/env", " env ", "env_", "owner"])
+_LABEL_VALUES = st.sampled_from(["prod", "Production", "dev", "non-prod", "pre-prod", "prd-eu",
+                                 "staging", "", " ", "prod\u200b", "\uff30\uff32\uff2f\uff24",
+                                 "qa"]) | st.text(max_size=12)
+_LABELS = st.dictionaries(_LABEL_KEYS, _LABEL_VALUES, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tags=_LABELS, namespace_labels=_LABELS)
+def test_the_policies_answer_is_the_reasoned_one(tags: dict[str, str],
+                                                 namespace_labels: dict[str, str]) -> None:
+    """Policies ask `is_production`, which skips building the words; its answer is always the
+    one `environment` gives with its reason (what enforcement and messages show)."""
+    resource = Resource(provider="aws", category=Category.INSTANCE, kind="aws_instance",
+                        id="i-1", name="i-1", tags=tags, namespace_labels=namespace_labels)
+    assert is_production(resource) is environment(tags, namespace_labels).production
 
 
 def test_policies_and_enforcement_share_the_definition(make_resource: Any) -> None:

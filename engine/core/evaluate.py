@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
@@ -54,10 +54,10 @@ def door_of(resource: Resource) -> Door:
 # ---------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
-class Judged:
+class Judged(NamedTuple):
     """A finding with what it judged: the resource or group (None for a message about a plan
-    change gpuwarden does not normalize) and the door it was judged at."""
+    change gpuwarden does not normalize) and the door it was judged at. A tuple: one is made
+    per finding, and a frozen dataclass costs twice as much to make."""
 
     finding: Finding
     resource: Resource | None
@@ -636,6 +636,7 @@ class _Tally:
 def _tally(findings: Iterable[Finding]) -> _Tally:
     tally = _Tally()
     by_policy, by_severity, by_account = tally.by_policy, tally.by_severity, tally.by_account
+    by_kind = tally.by_kind
     for finding in findings:
         if finding.result == "pass":
             continue
@@ -648,8 +649,14 @@ def _tally(findings: Iterable[Finding]) -> _Tally:
             by_account[ref.account] = by_account.get(ref.account, 0) + 1
         if finding.result == "fail":
             tally.failed += 1
-            tally.by_kind.setdefault(finding.cost_kind, {}).setdefault(
-                (ref.provider, ref.id), []).append(finding)
+            groups = by_kind.get(finding.cost_kind)
+            if groups is None:
+                groups = by_kind[finding.cost_kind] = {}
+            group = groups.get((ref.provider, ref.id))
+            if group is None:
+                groups[ref.provider, ref.id] = [finding]
+            else:
+                group.append(finding)
         elif finding.result == "unknown":
             tally.unknown += 1
     return tally

@@ -63,7 +63,12 @@ def is_environment_key(key: str) -> bool:
 
 
 def is_production_value(value: object) -> bool:
-    words = [word for word in _WORDS.split(canonical(value)) if word]
+    return _is_production_text(str(value))
+
+
+@lru_cache(maxsize=4096)  # a few environment names across an estate; bounded for hostile ones
+def _is_production_text(text: str) -> bool:
+    words = [word for word in _WORDS.split(canonical(text)) if word]
     return any(word.startswith(PRODUCTION_PREFIXES)
                and (index == 0 or words[index - 1] not in NEGATING_WORDS)
                for index, word in enumerate(words))
@@ -126,9 +131,24 @@ def is_production(resource: Resource) -> Tri:
     if resource.is_unknown("tags"):
         answer = None
     else:
-        answer = environment(resource.tags, resource.namespace_labels).production
+        answer = _production_by(resource.tags)
+        if answer is None:
+            answer = bool(resource.namespace_labels) and \
+                bool(_production_by(resource.namespace_labels))
     _last_production = (resource, answer)
     return answer
+
+
+def _production_by(labels: Mapping[str, object]) -> bool | None:
+    """`environment_of(labels).production` without the words that say why; None when no
+    environment label is among them."""
+    found = False
+    for key, value in labels.items():
+        if is_environment_key(str(key)):
+            if is_production_value(value):
+                return True
+            found = True
+    return False if found else None
 
 
 def production_reason(resource: Resource) -> str:
