@@ -14,7 +14,7 @@ import pytest
 
 from engine.core.catalog import builtin_catalog
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
-from engine.core.evaluate import Engine, door_of
+from engine.core.evaluate import Engine, door_of, summarize
 from engine.core.labels import exempt_policies
 from engine.core.model import Door, GpuSpec, Resource
 from engine.loading.policies import load_policies
@@ -144,3 +144,22 @@ def test_a_filter_on_one_field_reads_it_as_the_general_path_does(
     ]
     for resource in resources:
         assert condition.test(resource, ctx) == ValueCondition.test(condition, resource, ctx)
+
+
+def test_the_summary_counted_in_the_loop_is_the_recount_of_the_report(make_resource: Make
+                                                                      ) -> None:
+    """The loop counts findings as it keeps them, in the order it judges them; the summary
+    must be what counting the sorted report gives, down to the order of its per-policy,
+    per-severity and per-account counts (the JSON report's bytes)."""
+    engine = Engine(load_policies(["builtin"]))
+    accounts = ("111111111111", "222222222222", None)
+    estate = [resource.model_copy(update={"account": accounts[number % 3]})
+              for number, resource in enumerate(_estate(make_resource))]
+    # judged in reverse, the loop meets policies, severities and accounts in another order
+    for resources in (estate, estate[::-1]):
+        report = engine.evaluate(resources, OFF_HOURS)
+        recount = summarize(report.findings, report.summary.resources, report.summary.passed,
+                            report.summary.exempted, spend_usd=report.summary.monthly_spend_usd)
+        assert report.summary.model_dump_json() == recount.model_dump_json()
+        assert len(report.summary.by_policy) > 3 and len(report.summary.by_account) == 2
+        assert report.summary.savings_usd > 0

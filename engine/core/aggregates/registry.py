@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from engine.core.conditions import Condition, EvalContext
 from engine.core.model import Category, CostDiff, Door, Enforcement, Resource
@@ -66,8 +66,7 @@ class PlanChange(Protocol):
     def after(self) -> Sequence[Resource]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):  # one per resource and aggregate policy: a tuple is cheapest
     """A resource an aggregate policy's scope selected; `certain` is False when the scope's
     verdict was unknown (a planned instance whose type, hence GPUs, is not known yet)."""
 
