@@ -379,6 +379,7 @@ def test_a_gb200_row_prices_the_gb200_machines_that_have_no_list_price(
     spend = resource_spend(machine, catalog)
     assert spend.monthly_usd == pytest.approx(108.16 * HOURS_PER_MONTH)
     assert "NVIDIA GB200" in spend.basis and "$27.04/GPU-h" in spend.basis
+    assert spend.basis.startswith("no list price for a4x-highgpu-4g, estimated as 4 × ")
 
 
 def test_shipped_region_prices_agree_with_the_curated_row(

@@ -302,3 +302,20 @@ def test_demo_stopped_resources_carry_no_compute_spend(demo: dict[str, Any]) -> 
     stopped = [f for f in demo["findings"] if "stopped" in f["resource"]["id"]]
     assert stopped
     assert all(f["estimated_monthly_usd"] == 0.0 for f in stopped)
+
+
+def test_a_gpu_type_sold_without_a_list_price_is_priced_as_its_gpus_and_says_so(
+        make_resource: Make) -> None:
+    """p5e.48xlarge is sold through capacity blocks only: no list price in the catalog. Its
+    eight H200 are priced at the catalog's lowest $/GPU-hour for the H200, an estimate the
+    basis names; a type with a list price never reads so."""
+    catalog = builtin_catalog()
+    assert catalog.hourly_price("p5e.48xlarge") is None
+    unlisted = make_resource(instance_type="p5e.48xlarge", capacity="on-demand")
+    spend = resource_spend(unlisted, catalog)
+    per_gpu = catalog.gpu_hourly("NVIDIA H200 141GB")
+    assert per_gpu is not None and spend.monthly_usd == pytest.approx(8 * per_gpu * 730)
+    assert spend.basis.startswith("no list price for p5e.48xlarge, estimated as 8 × NVIDIA H200")
+    listed = resource_spend(make_resource(instance_type="p5en.48xlarge",
+                                          capacity="on-demand"), catalog)
+    assert "no list price" not in listed.basis and "list price" in listed.basis

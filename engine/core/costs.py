@@ -61,9 +61,22 @@ def hourly_price(resource: Resource, catalog: Catalog) -> tuple[float | None, st
     if gpu is None or not gpu.count:
         return None, "no price known"
     per_gpu = catalog.gpu_hourly(gpu.model)
+    unlisted = _sold_without_list_price(resource.instance_type, catalog)
     if per_gpu is None:
-        return None, f"no catalog price for GPU model {gpu.model or 'unknown'}"
-    return per_gpu * gpu.count, f"{gpu.count:g} × {gpu.model} at {_usd(per_gpu)}/GPU-h"
+        why = f"no list price for {resource.instance_type}, and " if unlisted else ""
+        return None, f"{why}no catalog price for GPU model {gpu.model or 'unknown'}"
+    basis = f"{gpu.count:g} × {gpu.model} at {_usd(per_gpu)}/GPU-h"
+    if unlisted:
+        basis = (f"no list price for {resource.instance_type}, estimated as {basis} (the "
+                 "catalog's lowest rate for that GPU)")
+    return per_gpu * gpu.count, basis
+
+
+def _sold_without_list_price(instance_type: str | None, catalog: Catalog) -> bool:
+    """A GPU type the catalog knows, with no list price in any region (one sold only through
+    capacity blocks, a machine family newer than the price sources)."""
+    return catalog.instance(instance_type) is not None \
+        and catalog.hourly_price(instance_type) is None
 
 
 def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
