@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -97,9 +96,9 @@ def median_run(command: list[str], repeat: int) -> Run:
 
 
 def gpuwarden_command() -> list[str]:
-    """The installed console script next to this interpreter (no pyenv shim), else `-m engine`."""
-    script = shutil.which("gpuwarden", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-m", "engine"]
+    """`python -m engine` run in this checkout: the code measured is this checkout's, never
+    whatever an installed `gpuwarden` script points at (an editable install elsewhere)."""
+    return [sys.executable, "-m", "engine"]
 
 
 def json_load_command(plan: Path) -> list[str]:
