@@ -306,7 +306,7 @@ def test_demo_stopped_resources_carry_no_compute_spend(demo: dict[str, Any]) -> 
 
 def test_a_gpu_type_sold_without_a_list_price_is_priced_as_its_gpus_and_says_so(
         make_resource: Make) -> None:
-    """p5e.48xlarge is sold through capacity blocks only: no list price in the catalog. Its
+    """p5e.48xlarge is sold through capacity blocks: no list price in the catalog. Its
     eight H200 are priced at the catalog's lowest $/GPU-hour for the H200, an estimate the
     basis names; a type with a list price never reads so."""
     catalog = builtin_catalog()
