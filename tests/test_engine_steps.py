@@ -16,7 +16,7 @@ from engine.core.catalog import builtin_catalog
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
 from engine.core.evaluate import Engine, door_of, summarize
 from engine.core.labels import exempt_policies
-from engine.core.model import Door, GpuSpec, Resource
+from engine.core.model import Door, Finding, GpuSpec, Resource, ResourceRef
 from engine.loading.policies import load_policies
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
@@ -163,3 +163,19 @@ def test_the_summary_counted_in_the_loop_is_the_recount_of_the_report(make_resou
         assert report.summary.model_dump_json() == recount.model_dump_json()
         assert len(report.summary.by_policy) > 3 and len(report.summary.by_account) == 2
         assert report.summary.savings_usd > 0
+
+
+def test_findings_made_without_validation_are_what_validating_makes(engine: Engine,
+                                                                    make_resource: Make) -> None:
+    """Findings and their references are built from dicts the engine makes (`trusted_of`):
+    each must equal the validated model of the same values, its set of given fields too."""
+    resources = [resource.model_copy(update={"account": "111111111111", "namespace": "ns"})
+                 for resource in _estate(make_resource)]
+    findings = engine.evaluate(resources, OFF_HOURS).findings
+    assert len(findings) > 10
+    by_id = {resource.id: resource for resource in resources}
+    for finding in findings:
+        validated = Finding.model_validate(finding.model_dump())
+        assert finding == validated
+        assert finding.model_fields_set == validated.model_fields_set
+        assert finding.resource == ResourceRef.of(by_id[finding.resource.id])

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
 from typing import Any, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
@@ -37,7 +36,7 @@ from engine.core.model import (
     Severity,
     State,
     Summary,
-    trusted,
+    trusted_of,
 )
 from engine.core.policy import CompiledPolicy
 
@@ -271,22 +270,21 @@ class Engine:
                 resource=resource, r=resource, params=policy.spec.parameters, details=details,
                 cost=cost.monthly_usd, verdict=verdict,
             )
-        return trusted(
-            Finding,
-            policy=policy.id,
-            title=policy.spec.title,
-            severity=_severity(policy, details),
-            result=verdict,
-            resource=ref or _ref_of(resource),
-            message=message,
-            enforcement=policy.doors[door],
-            estimated_monthly_usd=cost.monthly_usd if verdict == "fail" else 0.0,
-            cost_kind=cost.kind,
-            cost_basis=cost.basis,
-            remediation=None,
-            location=resource.location,
-            details=details,
-        )
+        return trusted_of(Finding, {
+            "policy": policy.id,
+            "title": policy.spec.title,
+            "severity": _severity(policy, details),
+            "result": verdict,
+            "resource": ref or _ref_of(resource),
+            "message": message,
+            "enforcement": policy.doors[door],
+            "estimated_monthly_usd": cost.monthly_usd if verdict == "fail" else 0.0,
+            "cost_kind": cost.kind,
+            "cost_basis": cost.basis,
+            "remediation": None,
+            "location": resource.location,
+            "details": details,
+        })
 
 
 def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
@@ -300,13 +298,13 @@ def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
     return "fail" if result and in_scope else "unknown"
 
 
-_REF_FIELDS = tuple(ResourceRef.model_fields)
-_ref_values = attrgetter(*_REF_FIELDS)
-
-
 def _ref_of(resource: Resource) -> ResourceRef:
     """`ResourceRef.of`, without validating again what a validated resource holds."""
-    return trusted(ResourceRef, **dict(zip(_REF_FIELDS, _ref_values(resource), strict=True)))
+    return trusted_of(ResourceRef, {
+        "provider": resource.provider, "kind": resource.kind, "id": resource.id,
+        "name": resource.name, "region": resource.region, "account": resource.account,
+        "namespace": resource.namespace,
+    })
 
 
 class _Run:

@@ -385,13 +385,25 @@ def trusted(cls: type[Model], **values: Any) -> Model:
     what comes from outside (files, APIs, policies): that is validated. Every field given, its
     set of given fields is the class's one shared set (nothing reads it; pydantic only adds
     assigned names, all in it already): a finding's own set was a third of its memory."""
+    return trusted_of(cls, values)
+
+
+# BaseModel's slots, set through their descriptors (no attribute lookup by name per model)
+_set_dict, _set_fields_set, _set_extra, _set_private = (
+    vars(BaseModel)[slot].__set__ for slot in (
+        "__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
+
+
+def trusted_of(cls: type[Model], values: dict[str, Any]) -> Model:
+    """`trusted`, given the values as a dict the caller made for it (kept, not copied): the
+    engine makes one per finding, and packing keywords again cost a third of the call."""
     model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", values)
+    _set_dict(model, values)
     every = _EVERY_FIELD.get(cls)
     if every is None:
         every = _EVERY_FIELD[cls] = set(cls.model_fields)
     given = every if len(values) == len(every) and every.issuperset(values) else set(values)
-    object.__setattr__(model, "__pydantic_fields_set__", given)
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    _set_fields_set(model, given)
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
