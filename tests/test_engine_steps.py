@@ -17,6 +17,7 @@ from engine.core.conditions import EvalContext, ValueCondition, compile_conditio
 from engine.core.evaluate import Engine, door_of, summarize
 from engine.core.labels import exempt_policies
 from engine.core.model import Door, Finding, GpuSpec, Resource, ResourceRef
+from engine.core.template_memo import MAX_ITEMS, plain_key
 from engine.loading.policies import load_policies
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
 
@@ -179,3 +180,14 @@ def test_findings_made_without_validation_are_what_validating_makes(engine: Engi
         assert finding == validated
         assert finding.model_fields_set == validated.model_fields_set
         assert finding.resource == ResourceRef.of(by_id[finding.resource.id])
+
+
+def test_a_list_of_texts_keys_messages_apart_from_every_other_value() -> None:
+    """Texts-only lists are keyed as the texts themselves (`plain_key`'s quick path): never
+    equal to a list that prints otherwise, nor to another kind of sequence."""
+    values: list[Any] = [["1"], [1], ("1",), frozenset({"1"}), ["1", "2"], ["2", "1"],
+                         ["1", 2], [], ["1 "], [["1"]]]
+    keys = [plain_key(value) for value in values]
+    assert None not in keys and len(set(keys)) == len(keys)
+    assert plain_key(["a", "b"]) == plain_key(["a", "b"])
+    assert plain_key(["x"] * (MAX_ITEMS + 1)) is None

@@ -311,7 +311,7 @@ def estimate(
     """The method's estimate, its kind set from the method; a saving never exceeds the
     resource's spend (a stopped instance saves nothing by moving to spot)."""
     result = ESTIMATORS[method](resource, catalog, details)
-    kind = cost_kind(method)
+    kind = ESTIMATOR_KINDS.get(method, "none")  # `cost_kind`, without a call per finding
     usd = result.monthly_usd
     if kind == "savings":
         spend = resource_spend(resource, catalog).monthly_usd

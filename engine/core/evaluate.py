@@ -266,14 +266,16 @@ class Engine:
         if verdict == "unknown":
             message = _unknown_message(policy, resource, details)
         else:
-            message = policy.render_message(
-                resource=resource, r=resource, params=policy.spec.parameters, details=details,
-                cost=cost.monthly_usd, verdict=verdict,
-            )
+            # `policy.render_message`, its values made as a dict at once
+            message = policy.message.render({
+                "resource": resource, "r": resource, "params": policy.spec.parameters,
+                "details": details, "cost": cost.monthly_usd, "verdict": verdict,
+            }, fallback=policy.spec.title)
         return trusted_of(Finding, {
             "policy": policy.id,
             "title": policy.spec.title,
-            "severity": _severity(policy, details),
+            "severity": _severity(policy, details) if "severity" in details
+            else policy.spec.severity,
             "result": verdict,
             "resource": ref or _ref_of(resource),
             "message": message,
@@ -344,7 +346,7 @@ class _Run:
         ref: ResourceRef | None = None  # made by its first finding, shared by the others
         for step in self.engine.steps(resource.category, door, gpus, bool(exempt_ids)):
             policy = step.policy
-            if _exempt(policy, resource, exempt_ids):
+            if (exempt_ids or policy.exempt) and _exempt(policy, resource, exempt_ids):
                 self.exempted += 1
             elif policy.rego is not None:
                 self._add_program(policy, resource, door)
@@ -451,7 +453,13 @@ def _evidence(nodes: tuple[Condition, ...], resource: Resource,
               ctx: EvalContext) -> dict[str, Any]:
     details: dict[str, Any] = {}
     for node in nodes:
-        for key, value in node.evidence(resource, ctx).items():
+        evidence = node.evidence(resource, ctx)
+        if not details:  # the first evidence, as the loop below would copy it, at once
+            details = dict(evidence)
+            if "unknown" in details:
+                details["unknown"] = list(details["unknown"])
+            continue
+        for key, value in evidence.items():
             if key == "unknown":
                 details.setdefault("unknown", []).extend(value)
             else:

@@ -166,6 +166,11 @@ def plain_key(value: Any) -> Any:
     if kind is list or kind is tuple or kind is frozenset:
         if len(value) > MAX_ITEMS:
             return None
+        for item in value:
+            if type(item) is not str:
+                break
+        else:  # only texts (tag keys, unknown paths): the texts themselves, in their order
+            return (kind, str, tuple(value))
         items = tuple(plain_key(item) for item in value)
         return None if any(item is None for item in items) else (kind, items)
     if isinstance(value, Undefined) or value is _ABSENT:
