@@ -14,7 +14,7 @@ import pytest
 
 from engine.core.catalog import builtin_catalog
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
-from engine.core.evaluate import Engine, door_of, summarize
+from engine.core.evaluate import SPEND_DETAIL, Engine, combined_savings, door_of, summarize
 from engine.core.labels import exempt_policies
 from engine.core.model import Door, Finding, GpuSpec, Resource, ResourceRef
 from engine.core.template_memo import MAX_ITEMS, plain_key
@@ -191,3 +191,20 @@ def test_a_list_of_texts_keys_messages_apart_from_every_other_value() -> None:
     assert None not in keys and len(set(keys)) == len(keys)
     assert plain_key(["a", "b"]) == plain_key(["a", "b"])
     assert plain_key(["x"] * (MAX_ITEMS + 1)) is None
+
+
+@pytest.mark.parametrize("usd", [0.0, 0.1, 123.456789, 999.99, 1000.0, 1e9])
+@pytest.mark.parametrize("spend", [None, -5.0, 0.0, 0.3, 1000.0, 777.77])
+def test_one_saving_is_what_combining_it_with_nothing_gives(usd: float, spend: float | None
+                                                            ) -> None:
+    """A resource with one saving takes a quick path: the same bits as the general one (a
+    second saving of zero without a spend changes nothing there)."""
+    def saving(amount: float, with_spend: float | None) -> Finding:
+        details = {} if with_spend is None else {SPEND_DETAIL: with_spend}
+        return Finding(policy="p", severity="high", result="fail", message="m",
+                       resource=ResourceRef(provider="aws", kind="k", id="i", name="n"),
+                       enforcement="deny", estimated_monthly_usd=amount, cost_kind="savings",
+                       details=details)
+    one = saving(usd, spend)
+    assert combined_savings([one]) == combined_savings([one, saving(0.0, None)])
+    assert combined_savings([one]).hex() == combined_savings([one, saving(0.0, None)]).hex()

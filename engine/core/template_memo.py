@@ -88,7 +88,7 @@ class MessageMemo:
     def key(self, values: Mapping[str, Any], getattr_: Reader,
             getitem: Reader) -> tuple[Any, ...] | None:
         """The values the template reads, as a key; None when one is not plain."""
-        if not self.assigned.isdisjoint(values):
+        if self.assigned and not self.assigned.isdisjoint(values):
             return None
         for root in self.named:
             if not isinstance(values.get(root), BaseModel):
@@ -103,9 +103,16 @@ class MessageMemo:
                 read.append(getitem(read[parent], step))
         parts: list[Any] = []
         for node, truth in self._parts:
-            part = bool(read[node]) if truth else plain_key(read[node])
-            if part is None:
-                return None
+            value = read[node]
+            kind = type(value)
+            if truth:
+                part: Any = bool(value)
+            elif kind is str or kind is int or kind is bool:  # `plain_key`'s first case, inline
+                part = (kind, value)
+            else:
+                part = plain_key(value)
+                if part is None:
+                    return None
             parts.append(part)
         return tuple(parts)
 

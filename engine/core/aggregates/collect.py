@@ -43,13 +43,15 @@ class Aggregation(Generic[P]):
         for policy in self._by_category[resource.category]:
             if policy.doors[door] == "off":
                 continue
-            if exempt(policy, resource, exempt_ids):
+            if (exempt_ids or policy.exempt) and exempt(policy, resource, exempt_ids):
                 self.exempted += 1
                 continue
             scope = True if policy.scope is None else policy.scope.test(resource, self.ctx)
             if scope is not False:
-                self._members.setdefault((policy.id, door), []).append(
-                    Member(resource, certain=scope is True))
+                members = self._members.get((policy.id, door))
+                if members is None:
+                    members = self._members[policy.id, door] = []
+                members.append(Member(resource, certain=scope is True))
 
     def selects(self, policy: P, resource: Resource) -> bool:
         """Whether the policy would take `resource` as a member (unknown scope included)."""
