@@ -12,10 +12,11 @@ from typing import Any, get_args
 
 import pytest
 
+from engine.core import labels
 from engine.core.catalog import builtin_catalog
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
 from engine.core.evaluate import SPEND_DETAIL, Engine, combined_savings, door_of, summarize
-from engine.core.labels import exempt_policies
+from engine.core.labels import exempt_ids, exempt_policies
 from engine.core.model import Door, Finding, GpuSpec, Resource, ResourceRef
 from engine.core.template_memo import MAX_ITEMS, plain_key
 from engine.loading.policies import load_policies
@@ -208,3 +209,18 @@ def test_one_saving_is_what_combining_it_with_nothing_gives(usd: float, spend: f
     one = saving(usd, spend)
     assert combined_savings([one]) == combined_savings([one, saving(0.0, None)])
     assert combined_savings([one]).hex() == combined_savings([one, saving(0.0, None)]).hex()
+
+
+def test_exemptions_are_read_whatever_keys_were_met_before() -> None:
+    """Keys met that are no exemption key are remembered (bounded) to answer a resource with
+    only such keys at once: an exemption key is never among them, even with an empty value."""
+    assert exempt_ids({"team": "a", "env": "prod"}) == frozenset()
+    assert exempt_ids({"team": "a", "env": "prod"}) == frozenset()
+    assert exempt_ids({"team": "a", "GPUWARDEN_EXEMPT": "p1, p2"}) == {"p1", "p2"}
+    assert exempt_ids({"team": "a"}, {"gpuwarden.io/exempt": "all"}) == {"all"}
+    assert exempt_ids({"gpuwarden-exempt": ""}) == frozenset()
+    assert exempt_ids({"gpuwarden-exempt": "spot"}) == {"spot"}
+    for number in range(labels._MAX_NOT_EXEMPT_KEYS + 10):
+        assert exempt_ids({f"key-{number}": "v"}) == frozenset()
+    assert len(labels._NOT_EXEMPT_KEYS) <= labels._MAX_NOT_EXEMPT_KEYS
+    assert exempt_ids({"key-1": "v", "Gpuwarden-Exempt": "all"}) == {"all"}

@@ -158,13 +158,25 @@ def production_reason(resource: Resource) -> str:
     return environment(resource.tags, resource.namespace_labels).reason
 
 
+# Keys met that are no exemption key: a resource whose keys are all among them is exempt from
+# nothing, answered without reading its keys one by one. Bounded (keys come from input).
+_NOT_EXEMPT_KEYS: set[str] = set()
+_MAX_NOT_EXEMPT_KEYS = 4096
+
+
 def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
     """Policy ids (or `all`) listed by exemption tags, labels or annotations in `sources`."""
     ids: set[str] = set()
     for source in sources:
+        if _NOT_EXEMPT_KEYS.issuperset(source):
+            continue
         for key, value in source.items():
-            if value and normalize_key(str(key)) in _EXEMPT_KEYS:
-                ids.update(part for part in _EXEMPT_SEPARATORS.split(canonical(value)) if part)
+            if normalize_key(str(key)) in _EXEMPT_KEYS:
+                if value:
+                    ids.update(part for part in _EXEMPT_SEPARATORS.split(canonical(value))
+                               if part)
+            elif type(key) is str and len(_NOT_EXEMPT_KEYS) < _MAX_NOT_EXEMPT_KEYS:
+                _NOT_EXEMPT_KEYS.add(key)
     return frozenset(ids)
 
 
