@@ -223,4 +223,6 @@ def test_exemptions_are_read_whatever_keys_were_met_before() -> None:
     for number in range(labels._MAX_NOT_EXEMPT_KEYS + 10):
         assert exempt_ids({f"key-{number}": "v"}) == frozenset()
     assert len(labels._NOT_EXEMPT_KEYS) <= labels._MAX_NOT_EXEMPT_KEYS
+    long_key = "k" * (labels._MAX_KEY_CHARS + 1)
+    assert exempt_ids({long_key: "v"}) == frozenset() and long_key not in labels._NOT_EXEMPT_KEYS
     assert exempt_ids({"key-1": "v", "Gpuwarden-Exempt": "all"}) == {"all"}

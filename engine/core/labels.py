@@ -159,9 +159,11 @@ def production_reason(resource: Resource) -> str:
 
 
 # Keys met that are no exemption key: a resource whose keys are all among them is exempt from
-# nothing, answered without reading its keys one by one. Bounded (keys come from input).
+# nothing, answered without reading its keys one by one. Bounded in number and size (keys come
+# from input; cloud tag keys run to 128 characters, Kubernetes label keys to 317).
 _NOT_EXEMPT_KEYS: set[str] = set()
 _MAX_NOT_EXEMPT_KEYS = 4096
+_MAX_KEY_CHARS = 320
 
 
 def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
@@ -175,7 +177,8 @@ def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
                 if value:
                     ids.update(part for part in _EXEMPT_SEPARATORS.split(canonical(value))
                                if part)
-            elif type(key) is str and len(_NOT_EXEMPT_KEYS) < _MAX_NOT_EXEMPT_KEYS:
+            elif type(key) is str and len(key) <= _MAX_KEY_CHARS \
+                    and len(_NOT_EXEMPT_KEYS) < _MAX_NOT_EXEMPT_KEYS:
                 _NOT_EXEMPT_KEYS.add(key)
     return frozenset(ids)
 
