@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,13 @@ import httpx
 import pytest
 import yaml
 
-from engine.cli import main
 from engine.core.evaluate import Engine
 from engine.loading.policies import load_policies
 
 pytest.importorskip("regorus")
 
 from engine.webhook.app import create_app
+from tests.conftest import run_cli
 from tests.opa_stub import serve
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,20 +27,11 @@ REGO_PACK = REPO / "policies" / "rego"
 AWS_PLAN = REPO / "tests" / "fixtures" / "plans" / "aws-gpu-plan.json"
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
-
 
 def test_check_plan_gates_on_rego_findings(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     spot = str(REGO_PACK / "gpu_spot_required.yaml")
-    code, out, err = run(["check-plan", str(AWS_PLAN), "--policies", spot, "--format", "json",
+    code, out, err = run_cli(["check-plan", str(AWS_PLAN), "--policies", spot, "--format", "json",
                           "--now", "2026-12-01T12:00:00Z"], capsys, monkeypatch)
     assert code == 1, err
     report = json.loads(out)
@@ -58,8 +48,8 @@ def test_builtin_then_twin_replaces_the_yaml_policy(capsys: pytest.CaptureFixtur
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     spot = str(REGO_PACK / "gpu_spot_required.yaml")
     args = ["check-plan", str(AWS_PLAN), "--format", "json", "--now", "2026-12-01T12:00:00Z"]
-    _, builtin_out, _ = run(args, capsys, monkeypatch)
-    _, both_out, _ = run([*args, "--policies", "builtin", "--policies", spot], capsys,
+    _, builtin_out, _ = run_cli(args, capsys, monkeypatch)
+    _, both_out, _ = run_cli([*args, "--policies", "builtin", "--policies", spot], capsys,
                          monkeypatch)
 
     def strip(out: str) -> list[Any]:
@@ -72,13 +62,13 @@ def test_builtin_then_twin_replaces_the_yaml_policy(capsys: pytest.CaptureFixtur
 def test_sarif_and_list_show_rego_policies(capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     spot = str(REGO_PACK / "gpu_spot_required.yaml")
-    _, out, _ = run(["check-plan", str(AWS_PLAN), "--policies", spot, "--format", "sarif"],
+    _, out, _ = run_cli(["check-plan", str(AWS_PLAN), "--policies", spot, "--format", "sarif"],
                     capsys, monkeypatch)
     sarif = json.loads(out)
     rules = sarif["runs"][0]["tool"]["driver"]["rules"]
     assert [rule["id"] for rule in rules] == ["gpu-spot-required"]
     assert len(sarif["runs"][0]["results"]) >= 2
-    code, out, _ = run(["policies", "list", "--policies", str(REGO_PACK)], capsys, monkeypatch)
+    code, out, _ = run_cli(["policies", "list", "--policies", str(REGO_PACK)], capsys, monkeypatch)
     assert code == 0
     listed = {line.split()[0] for line in out.splitlines()}
     assert listed == {"gpu-spot-required", "required-cost-tags", "gpu-workload-required-labels"}

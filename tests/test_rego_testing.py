@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from tests.conftest import run_cli
 
 pytest.importorskip("regorus")
 
@@ -18,15 +17,6 @@ REPO = Path(__file__).resolve().parents[1]
 REGO_PACK = REPO / "policies" / "rego"
 AWS_PLAN = REPO / "tests" / "fixtures" / "plans" / "aws-gpu-plan.json"
 
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def write(path: Path, text: str) -> Path:
@@ -37,7 +27,7 @@ def write(path: Path, text: str) -> Path:
 
 def test_the_shipped_rego_examples_pass_their_tests(capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out, err = run(["policies", "test", str(REGO_PACK), "-v"], capsys, monkeypatch)
+    code, out, err = run_cli(["policies", "test", str(REGO_PACK), "-v"], capsys, monkeypatch)
     assert code == 0, out + err
     assert "PASS  data.gpuwarden.spot_test.test_on_demand_gpu_instance_is_denied" in out
     assert "PASS  data.k8srequiredlabels_test.test_missing_label_is_a_violation" in out
@@ -66,7 +56,7 @@ def test_failing_and_erroring_rego_tests_exit_1(tmp_path: Path,
         test_reports_value if 1 == 2
         test_divides if 1 / 0
         """)
-    code, out, _ = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, out, _ = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 1
     lines = out.splitlines()
     assert "FAIL  data.limits_test.test_eight_is_too_many: undefined" in lines
@@ -117,7 +107,7 @@ BUILTIN_CASES = f"""\
 def test_yaml_cases_work_for_the_yaml_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path / "pack_test.yaml", BUILTIN_CASES)
-    code, out, err = run(["policies", "test", str(tmp_path), "-v"], capsys, monkeypatch)
+    code, out, err = run_cli(["policies", "test", str(tmp_path), "-v"], capsys, monkeypatch)
     assert code == 0, out + err
     assert out.strip().splitlines()[-1] == "3 passed, 0 failed, 0 errors (3 tests)"
 
@@ -134,7 +124,7 @@ def test_a_wrong_expectation_fails_with_what_differs(tmp_path: Path,
             expect:
               - {{policy: gpu-spot-required, resource: aws_instance.nope}}
         """)
-    code, out, _ = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, out, _ = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 1
     [line] = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert "missing gpu-spot-required fail on aws_instance.nope" in line
@@ -156,7 +146,7 @@ def test_cases_beside_rego_policies_use_them_by_default(tmp_path: Path,
               - {{policy: gpu-spot-required, resource: aws_autoscaling_group.from_template}}
               - {{policy: gpu-spot-required, resource: aws_instance.mystery, result: unknown}}
         """)
-    code, out, err = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, out, err = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 0, out + err
 
 
@@ -187,7 +177,7 @@ def test_yaml_test_inputs_beside_the_policies_are_not_loaded_as_policies(
             expect:
               - {policy: required-cost-tags, resource: Pod/ml/trainer, message: project}
         """)
-    code, out, err = run(["policies", "test", str(tmp_path), "-v"], capsys, monkeypatch)
+    code, out, err = run_cli(["policies", "test", str(tmp_path), "-v"], capsys, monkeypatch)
     assert code == 0, out + err
     assert "PASS" in out and "gpu-pod.yaml" not in err
 
@@ -204,7 +194,7 @@ def test_a_gatekeeper_template_in_a_policy_directory_is_still_an_error(
         metadata: {name: k8srequiredlabels}
         """)
     write(tmp_path / "p_test.yaml", "cases: [{name: c, door: runtime, input: [], expect: []}]\n")
-    code, _, err = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 2 and "template.yaml" in err
 
 
@@ -217,7 +207,7 @@ def test_unreadable_input_is_an_error_result_not_a_crash(tmp_path: Path,
           - {name: missing file, door: plan, input: nothere.json}
           - {name: not a plan, door: plan, input: {hello: world}}
         """)
-    code, out, _ = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, out, _ = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 1
     errors = [line for line in out.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 2 and "nothere.json" in errors[0]
@@ -237,7 +227,7 @@ def test_bad_case_files_exit_2_naming_the_file(tmp_path: Path, text: str, fragme
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     case = write(tmp_path / "bad_test.yaml", "policies: [builtin]\n" + text
                  if not text.startswith("-") else text)
-    code, _, err = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 2
     assert err.startswith(f"gpuwarden: error: {case}") and fragment in err
 
@@ -245,5 +235,5 @@ def test_bad_case_files_exit_2_naming_the_file(tmp_path: Path, text: str, fragme
 def test_a_directory_without_tests_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "data.json").write_text(json.dumps({}))
-    code, _, err = run(["policies", "test", str(tmp_path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "test", str(tmp_path)], capsys, monkeypatch)
     assert code == 2 and "no tests" in err
