@@ -49,6 +49,7 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
     """`gpuwarden ARGS` in this process: (exit code, stdout, stderr)."""
     from engine.cli import main
 
+    capsys.readouterr()  # only this command's output
     monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
     with pytest.raises(SystemExit) as exited:
         main()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cli import main
 from engine.core.budget import inline_budgets, run_rate, team_of
 from engine.core.catalog import HOURS_PER_MONTH, builtin_catalog
 from engine.core.errors import InputError
@@ -42,7 +40,7 @@ from engine.sources.snapshot import SnapshotContext, snapshot_resources
 from engine.sources.terraform import plan_cost_changes, plan_resources
 from engine.webhook.app import create_app
 from engine.webhook.caches import ClusterCache, StaticLister
-from tests.conftest import BUSINESS_HOURS, REPO
+from tests.conftest import BUSINESS_HOURS, REPO, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "guardrails"
 DEMO_FIXTURE = REPO / "tests" / "fixtures" / "guardrails-demo.yaml"
@@ -181,17 +179,6 @@ def scan(engine: Engine, objects: list[dict[str, Any]], *,
 
 def findings_of(report: Report, policy: str) -> dict[str, Finding]:
     return {f.resource.id: f for f in report.findings if f.policy == policy}
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def check_plan(plan: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -21,13 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.cli import main
 from engine.core import templates
 from engine.core.evaluate import Engine
 from engine.core.model import Resource
 from engine.core.yamltext import MAX_INT_CHARS
 from engine.loading.policies import load_policies
 from engine.rego.inputs import fitted_marks, plan_documents, redacted_plan
+from tests.conftest import run_cli
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -41,15 +40,6 @@ policies:
     violation: {{field: gpu.count, op: gt, value: 0}}
     message: {message}
 """
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as caught:
-        main()
-    out, err = capsys.readouterr()
-    return int(caught.value.code or 0), out, err
 
 
 def policy_file(tmp_path: Path, message: str, name: str = "p.yaml") -> Path:
@@ -80,7 +70,7 @@ def test_template_reaching_python_internals_is_refused_at_load(
     marker = tmp_path / "pwned"
     path = policy_file(tmp_path, "{{ cycler.__init__.__globals__.os.popen('touch "
                        + str(marker) + "').read() }}")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     refused(code, err, path, 8)
     assert "not allowed" in err
     assert not marker.exists()
@@ -110,7 +100,7 @@ def test_forbidden_template_constructs_are_refused_at_load(
         message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = policy_file(tmp_path, message)
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "message template" in refused(code, err, path, 8)
 
 
@@ -120,7 +110,7 @@ def test_template_error_in_a_block_scalar_names_its_own_line(
     path = tmp_path / "p.yaml"
     path.write_text(POLICY.format(message="|\n      {{ r.name }} is big\n"
                                   "      {{ r.__class__ }}\n"), "utf-8")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     refused(code, err, path, 10)
 
 
@@ -199,7 +189,7 @@ def test_alias_bomb_is_refused_before_anything_walks_it(
     path = tmp_path / "bomb.yaml"
     path.write_text(ALIAS_BOMB, "utf-8")
     started = time.monotonic()
-    code, _, err = cli(["policies", *command, str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", *command, str(path)], capsys, monkeypatch)
     assert time.monotonic() - started < 5
     assert "aliases expand" in refused(code, err, path, 14)  # where it passes the limit
 
@@ -221,7 +211,7 @@ def test_recursive_alias_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtur
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("policies: &loop\n  - *loop\n", "utf-8")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "contains it" in refused(code, err, path, 2)
 
 
@@ -235,7 +225,7 @@ def test_deep_nesting_is_refused_with_its_line(
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "deep.yaml"
     path.write_text(text, "utf-8")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "nested more than" in refused(code, err, path, line)
 
 
@@ -244,7 +234,7 @@ def test_huge_integer_is_refused_with_its_line(
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = policy_file(tmp_path, "{{ r.name }}")
     path.write_text(path.read_text() + "    parameters: {n: " + "9" * 5000 + "}\n")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert f"more than {MAX_INT_CHARS} characters" in refused(code, err, path, 9)
 
 
@@ -253,10 +243,10 @@ def test_oversized_policy_file_is_refused_unless_the_limit_is_raised(
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = policy_file(tmp_path, "{{ r.name }}")
     path.write_text(path.read_text() + "#" + "x" * 2**20 + "\n")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "larger than 1024 KiB" in refused(code, err, path)
     monkeypatch.setenv("GPUWARDEN_MAX_POLICY_FILE_KB", "2048")
-    code, out, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, out, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert (code, out.strip()) == (0, "ok: 1 policies valid"), err
 
 
@@ -265,7 +255,7 @@ def test_a_fifo_is_refused_rather_than_read_forever(
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "fifo.yaml"
     os.mkfifo(path)
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "not a regular file" in refused(code, err, path)
 
 
@@ -275,7 +265,7 @@ def test_any_command_loading_policies_refuses_them_the_same_way(
     path = tmp_path / "bomb.yaml"
     path.write_text(ALIAS_BOMB, "utf-8")
     plan = Path(__file__).parent / "fixtures" / "plans" / "aws-gpu-plan.json"
-    code, _, err = cli(["check-plan", str(plan), "--policies", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["check-plan", str(plan), "--policies", str(path)], capsys, monkeypatch)
     refused(code, err, path, 14)
 
 
@@ -386,7 +376,7 @@ def test_alias_bomb_in_a_rego_data_document_is_refused(
     path = rego_policy(tmp_path)
     path.write_text(path.read_text() + "      data: [bomb.yaml]\n")
     (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB, "utf-8")
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert "bomb.yaml does not parse" in refused(code, err, path, 8)  # the rego: line
     assert "aliases expand" in err
 
@@ -399,7 +389,7 @@ def test_check_plan_with_a_runaway_plan_policy_reports_unknown_not_a_crash(
               "\n}\n")
     path = rego_policy(tmp_path, module, input_kind="plan")
     plan = Path(__file__).parent / "fixtures" / "plans" / "aws-gpu-plan.json"
-    code, out, err = cli(["check-plan", str(plan), "--policies", str(path), "-f", "json"],
+    code, out, err = run_cli(["check-plan", str(plan), "--policies", str(path), "-f", "json"],
                          capsys, monkeypatch)
     assert code == 0, err
     [finding] = json.loads(out)["findings"]
@@ -414,7 +404,7 @@ def test_rego_nesting_that_would_stall_the_parser_is_refused_at_load(
               + "[" * 20 + "1" + "]" * 20 + "\n}\n")
     path = rego_policy(tmp_path, module)
     started = time.monotonic()
-    code, _, err = cli(["policies", "validate", str(path)], capsys, monkeypatch)
+    code, _, err = run_cli(["policies", "validate", str(path)], capsys, monkeypatch)
     assert time.monotonic() - started < 5
     assert "brackets nested more than" in refused(code, err, tmp_path / "heavy.rego", 6)
 
@@ -521,7 +511,7 @@ def test_policy_file_yaml_dump_of_parameters_stays_small(
     """`policies show` prints what loaded, and what loads is bounded (no alias expansion)."""
     path = policy_file(tmp_path, "{{ r.name }}")
     path.write_text(path.read_text() + "    parameters:\n      a: &a [1, 2]\n      b: *a\n")
-    code, out, err = cli(["policies", "show", "hostile", "--policies", str(path)], capsys,
+    code, out, err = run_cli(["policies", "show", "hostile", "--policies", str(path)], capsys,
                          monkeypatch)
     assert code == 0, err
     assert yaml.safe_load(out)["parameters"] == {"a": [1, 2], "b": [1, 2]}
