@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.cli import main
 from engine.core.model import State
 from engine.pipeline import build_engine
 from engine.webhook.admission import AdmissionSettings, Judge, PolicyEvaluator
 from engine.webhook.caches import ClusterCache
 from engine.webhook.review import AdmissionRequest
+from tests import conftest
 from tests.conftest import REFERENCE
 from tests.test_sarif_validation import sarif_schema, schema_errors  # noqa: F401 (fixture)
 
@@ -32,14 +32,9 @@ NOW = "2026-06-01T12:00:00Z"
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str],
             monkeypatch: pytest.MonkeyPatch, stdin: str | None = None) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", "check-manifests", "--now", NOW, *args])
     if stdin is not None:
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
+    return conftest.run_cli(["check-manifests", "--now", NOW, *args], capsys, monkeypatch)
 
 
 def report_of(args: list[str], capsys: pytest.CaptureFixture[str],

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "data" / "golden"
@@ -60,11 +59,8 @@ CASES: list[Case] = [
 
 def run_report(args: tuple[str, ...], capsys: pytest.CaptureFixture[str],
                monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setattr(sys, "argv", ["gpuwarden", *args])
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    assert exited.value.code in (0, 1), err
+    code, out, err = run_cli(list(args), capsys, monkeypatch)
+    assert code in (0, 1), err
     report: dict[str, Any] = json.loads(out)
     report.pop("generated_at", None)
     return report

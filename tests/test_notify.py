@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -13,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from engine.cli import main
 from engine.core.errors import InputError
 from engine.demo import demo_policy_paths, demo_snapshot_path
 from engine.notify.digest import build_digest
 from engine.notify.slack import escape, slack_message
 from engine.notify.targets import parse_target
+from tests.conftest import run_cli
 from tests.conftest_aws import moto_endpoint_fixture  # noqa: F401 - the moto_endpoint fixture
 
 NOW = "2026-03-04T22:30:00Z"
@@ -58,14 +57,8 @@ def scan(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytes
          snapshot: Path | None = None) -> tuple[int, str, str]:
     source = snapshot or demo_snapshot_path()
     policies = [arg for path in demo_policy_paths() for arg in ("--policies", str(path))]
-    argv = ["gpuwarden", "scan", "--source", f"snapshot:{source}", *policies, "--now", NOW,
-            "--format", "json", "--quiet", *args]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exited:
-        main()
-    out, err = capsys.readouterr()
-    code = exited.value.code
-    return (code if isinstance(code, int) else 0), out, err
+    return run_cli(["scan", "--source", f"snapshot:{source}", *policies, "--now", NOW,
+                    "--format", "json", "--quiet", *args], capsys, monkeypatch)
 
 
 def failing_count(out: str) -> int:
