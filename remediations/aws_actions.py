@@ -127,6 +127,18 @@ def _size(minimum: int, maximum: int, desired: int) -> dict[str, int]:
     return {"min": minimum, "max": maximum, "desired": desired}
 
 
+def _scaling_size(scaling: dict[str, Any]) -> dict[str, int]:
+    """An EKS node group's `scalingConfig` as min, max, desired."""
+    return _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
+                 scaling.get("desiredSize", 0))
+
+
+def _node_group_names(resource: Resource) -> tuple[str, str]:
+    """The EKS cluster and node group names of a node group resource."""
+    return (str(resource.raw.get("clusterName") or resource.cluster),
+            str(resource.raw.get("nodegroupName") or resource.name))
+
+
 def _group_name(resource: Resource) -> str:
     return str(resource.raw.get("AutoScalingGroupName") or resource.name)
 
@@ -295,12 +307,10 @@ class AwsActions:
     def _resume_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         """Restore the scaling config gpuwarden recorded when it scaled the node group to zero."""
         eks = self._client("eks", resource)
-        cluster = str(resource.raw.get("clusterName") or resource.cluster)
-        name = str(resource.raw.get("nodegroupName") or resource.name)
+        cluster, name = _node_group_names(resource)
         group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
         scaling, tags = group.get("scalingConfig") or {}, dict(group.get("tags") or {})
-        before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
-                       scaling.get("desiredSize", 0))
+        before = _scaling_size(scaling)
         previous = _parse_size(str(tags.get(PREVIOUS_SIZE_TAG, "")))
         refused = resume_refusal(f"node group {cluster}/{name}", STOPPED_BY_TAG,
                                  marked=STOPPED_BY_TAG in tags and previous is not None,
@@ -381,12 +391,10 @@ class AwsActions:
                  tag_keys=[PREVIOUS_SIZE_TAG, STOPPED_BY_TAG, RESUME_SCHEDULE_TAG])
     def _scale_node_group(self, finding: Finding, resource: Resource) -> Change | NoChange:
         eks = self._client("eks", resource)
-        cluster = str(resource.raw.get("clusterName") or resource.cluster)
-        name = str(resource.raw.get("nodegroupName") or resource.name)
+        cluster, name = _node_group_names(resource)
         group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
         scaling = group.get("scalingConfig") or {}
-        before = _size(scaling.get("minSize", 0), scaling.get("maxSize", 1),
-                       scaling.get("desiredSize", 0))
+        before = _scaling_size(scaling)
         protected = protection(finding.policy, dict(group.get("tags") or {}))
         if protected:
             return NoChange(protected, before)
@@ -554,8 +562,7 @@ class AwsActions:
     def _node_group_taggers(self, resource: Resource
                             ) -> tuple[Callable[[], dict[str, str]], Callable[[str], None]]:
         eks = self._client("eks", resource)
-        cluster = str(resource.raw.get("clusterName") or resource.cluster)
-        name = str(resource.raw.get("nodegroupName") or resource.name)
+        cluster, name = _node_group_names(resource)
 
         def read() -> dict[str, str]:
             group = eks.describe_nodegroup(clusterName=cluster, nodegroupName=name)["nodegroup"]
