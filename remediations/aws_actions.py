@@ -44,7 +44,7 @@ from engine.core.labels import protection
 from engine.core.model import Finding, Report, Resource
 from engine.sources.aws import AwsClients, apply_client_hooks
 from engine.sources.aws.permissions import IamDeclarations
-from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal, stop_marks
 from remediations.runner import (
     Change,
     Check,
@@ -107,12 +107,8 @@ def capped_client(read_client: Any, session: Any) -> Any:
 
 
 def _stop_marks(finding: Finding, now: datetime) -> list[dict[str, str]]:
-    """gpuwarden's mark: who stopped it and when, and the schedule on which to resume it."""
-    marks = [{"Key": STOPPED_BY_TAG, "Value": f"{finding.policy}@{now.isoformat()}"}]
-    schedule = finding.details.get("schedule")
-    if isinstance(schedule, str) and schedule:
-        marks.append({"Key": RESUME_SCHEDULE_TAG, "Value": schedule[:256]})
-    return marks
+    """gpuwarden's mark (`planning.stop_marks`) as AWS tags."""
+    return [{"Key": key, "Value": value} for key, value in stop_marks(finding, now).items()]
 
 
 def _parse_size(text: str) -> dict[str, int] | None:

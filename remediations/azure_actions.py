@@ -49,7 +49,7 @@ from engine.sources.azure import (
     plain,
     power_state,
 )
-from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal
+from remediations.planning import RESUME_SCHEDULE_TAG, STOPPED_BY_TAG, resume_refusal, stop_marks
 from remediations.runner import (
     Change,
     Check,
@@ -307,12 +307,7 @@ class AzureActions:
                       " min,max,count")
 
     def _stop_marks(self, finding: Finding) -> dict[str, str]:
-        at = self.marked_at or self.clock()
-        marks = {STOPPED_BY_TAG: f"{finding.policy}@{at.isoformat()}"}
-        schedule = finding.details.get("schedule")
-        if isinstance(schedule, str) and schedule:
-            marks[RESUME_SCHEDULE_TAG] = schedule[:256]
-        return marks
+        return stop_marks(finding, self.marked_at or self.clock())
 
     def _update_tags(self, ref: ArmId, resource_id: str, operation: str,
                      tags: dict[str, str]) -> None:

@@ -35,7 +35,7 @@ import orjson
 from engine.core.errors import InputError
 from engine.core.labels import protection
 from engine.core.model import Finding, Remediation, Report, Resource, State
-from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION
+from remediations.planning import RESUME_SCHEDULE_ANNOTATION, STOPPED_BY_ANNOTATION, stop_marks
 from remediations.runner import DEADLINE_REACHED, Deadline, default_actor
 
 PREVIOUS_REPLICAS = "gpuwarden.io/previous-replicas"
@@ -165,12 +165,8 @@ class _Runner:
         return self._patch(finding, resource, RESUME_ACTION, target, ref, before, body, done)
 
     def _stop_marks(self, finding: Finding) -> dict[str, str]:
-        at = self.marked_at or self.now()
-        marks = {STOPPED_BY_ANNOTATION: f"{finding.policy}@{at.isoformat()}"}
-        schedule = finding.details.get("schedule")
-        if isinstance(schedule, str) and schedule:
-            marks[RESUME_SCHEDULE_ANNOTATION] = schedule[:256]
-        return marks
+        return stop_marks(finding, self.marked_at or self.now(), STOPPED_BY_ANNOTATION,
+                          RESUME_SCHEDULE_ANNOTATION)
 
     def _start(self, finding: Finding, resource: Resource, action: str, target: _Target,
                ref: dict[str, str]) -> dict[str, Any] | tuple[Any, str]:

@@ -154,6 +154,17 @@ def resume_refusal(what: str, mark: str, *, marked: bool, at_zero: bool) -> str 
     return None
 
 
+def stop_marks(finding: Finding, at: datetime, stopped_by: str = STOPPED_BY_TAG,
+               schedule_key: str = RESUME_SCHEDULE_TAG) -> dict[str, str]:
+    """gpuwarden's mark as tags or annotations: who stopped it and when, and the schedule on
+    which to resume it (what `stop_mark` reads back; GCP labels: `stop_mark_labels`)."""
+    marks = {stopped_by: f"{finding.policy}@{at.isoformat()}"}
+    schedule = finding.details.get("schedule")
+    if isinstance(schedule, str) and schedule:
+        marks[schedule_key] = schedule[:256]
+    return marks
+
+
 def stop_mark(resource: Resource) -> tuple[str, str, str] | None:
     """(policy, when it was stopped, the schedule to resume on) from gpuwarden's mark on the
     resource (tags, labels or annotations); None when it carries none, or one unreadable."""
