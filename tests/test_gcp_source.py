@@ -13,7 +13,7 @@ import json
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -355,8 +355,13 @@ def make_handler(api: FakeGcp) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture
 def fake_gcp(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcp]:
-    api = FakeGcp(estate())
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(api))
+    yield from served(FakeGcp(estate()), make_handler, monkeypatch)
+
+
+def served(api: FakeGcp, handler: Callable[[FakeGcp], type[BaseHTTPRequestHandler]],
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcp]:
+    """`api` on a loopback server, with the GCP adapter pointed at it, until the test ends."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(api))
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     api.url = f"http://127.0.0.1:{server.server_port}"

@@ -6,9 +6,7 @@ organization), the ARM one already lists subscriptions."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -16,7 +14,6 @@ import pytest
 pytest.importorskip("google.cloud.resourcemanager_v3")
 pytest.importorskip("azure.mgmt.resource.subscriptions")
 
-from google.auth.credentials import AnonymousCredentials
 from google.cloud import resourcemanager_v3
 
 from engine.core.catalog import builtin_catalog
@@ -35,6 +32,7 @@ from tests.test_gcp_source import (
     make_handler,
     project,
     run_cli,
+    served,
 )
 
 ORG = "organizations/1234567890"
@@ -94,20 +92,7 @@ def denied_fixture() -> set[str]:
 
 @pytest.fixture(name="gcp_tree")
 def gcp_tree_fixture(monkeypatch: pytest.MonkeyPatch, denied: set[str]) -> Iterator[FakeGcp]:
-    api = FakeGcp(estate())
-    server = ThreadingHTTPServer(("127.0.0.1", 0), tree_handler(api, denied))
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    api.url = f"http://127.0.0.1:{server.server_port}"
-    monkeypatch.setattr(gcp, "SETTINGS", gcp.GcpSettings(
-        credentials=AnonymousCredentials(), compute_endpoint=api.url,
-        resource_manager_endpoint=api.url, container_endpoint=api.url, max_attempts=2,
-        max_retry_wait_s=0.0))
-    try:
-        yield api
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from served(FakeGcp(estate()), lambda api: tree_handler(api, denied), monkeypatch)
 
 
 def collect_gcp(**options: Any) -> Any:
