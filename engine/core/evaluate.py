@@ -344,10 +344,7 @@ class _Run:
         if self.aggregation is not None:
             self.aggregation.offer(resource, door, exempt_ids)
         ref: ResourceRef | None = None  # made by its first finding, shared by the others
-        steps = self.engine._steps.get((resource.category, door, gpus, bool(exempt_ids)))
-        if steps is None:
-            steps = self.engine.steps(resource.category, door, gpus, bool(exempt_ids))
-        for step in steps:
+        for step in self.engine.steps(resource.category, door, gpus, bool(exempt_ids)):
             policy = step.policy
             if (exempt_ids or policy.exempt) and _exempt(policy, resource, exempt_ids):
                 self.exempted += 1
@@ -369,22 +366,17 @@ class _Run:
     def _add_verdict(self, step: _Step, resource: Resource, door: Door,
                      ref: ResourceRef | None) -> ResourceRef | None:
         """Judge it; the resource's reference once a finding made one."""
-        policy, scope, ctx = step.policy, step.scope, self.ctx
-        # `_verdict`, inline: a call less per resource and policy
-        in_scope = True if scope is None else scope.test(resource, ctx)
-        if in_scope is False:
+        policy = step.policy
+        verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
+        if verdict == "n/a":
             return ref
-        result = policy.violation.test(resource, ctx)
-        verdict: Verdict = "pass" if result is False else \
-            "fail" if result and in_scope else "unknown"
         if verdict == "pass":
             self.passed += 1
             if not self.show_passed:
                 return ref
-        finding = self.engine.finding(policy, resource, ctx, verdict, door, ref,
+        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
                                       step.fail_evidence if verdict == "fail" else None)
-        judged = Judged(finding, resource, door)
-        self.judged.append(judged if self.settle is None else self.settle(judged))  # `_keep`
+        self._keep(Judged(finding, resource, door))
         return finding.resource
 
     def _add_program(self, policy: CompiledPolicy, resource: Resource, door: Door) -> None:
@@ -565,8 +557,6 @@ def prices_of(catalog: Catalog, dates: Iterable[str] = ()) -> Prices:
 def combined_savings(findings: list[Finding]) -> float:
     """One resource's savings: rates combine (spot 60% off and off half the hours saves
     1 − 0.4 × 0.5 = 80%), never above its spend. Without a known spend, the largest figure."""
-    if len(findings) == 1:  # most resources: what the loop below makes of one, directly
-        return _one_saving(findings[0])
     spends = [f.details[SPEND_DETAIL] for f in findings if SPEND_DETAIL in f.details]
     spend = float(max(spends)) if spends else 0.0
     if spend <= 0:
@@ -574,14 +564,6 @@ def combined_savings(findings: list[Finding]) -> float:
     kept = 1.0
     for finding in findings:
         kept *= 1.0 - min(1.0, finding.estimated_monthly_usd / spend)
-    return spend * (1.0 - kept)
-
-
-def _one_saving(finding: Finding) -> float:
-    spend = float(finding.details.get(SPEND_DETAIL, 0.0))
-    if spend <= 0:
-        return finding.estimated_monthly_usd
-    kept = 1.0 - min(1.0, finding.estimated_monthly_usd / spend)
     return spend * (1.0 - kept)
 
 
