@@ -89,8 +89,7 @@ def _shown(key: str, value: object) -> str:
 
 def environment_of(labels: Mapping[str, object]) -> Environment | None:
     """The verdict of the environment tags among `labels`; None when there are none."""
-    found = [(str(key), value) for key, value in labels.items()
-             if is_environment_key(str(key))]
+    found = _environment_labels(labels)
     if not found:
         return None
     production = [(key, value) for key, value in found if is_production_value(value)]
@@ -142,13 +141,12 @@ def is_production(resource: Resource) -> Tri:
 def _production_by(labels: Mapping[str, object]) -> bool | None:
     """`environment_of(labels).production` without the words that say why; None when no
     environment label is among them."""
-    found = False
-    for key, value in labels.items():
-        if is_environment_key(str(key)):
-            if is_production_value(value):
-                return True
-            found = True
-    return False if found else None
+    found = _environment_labels(labels)
+    return any(is_production_value(value) for _, value in found) if found else None
+
+
+def _environment_labels(labels: Mapping[str, object]) -> list[tuple[str, object]]:
+    return [(str(key), value) for key, value in labels.items() if is_environment_key(str(key))]
 
 
 def production_reason(resource: Resource) -> str:
