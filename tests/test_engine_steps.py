@@ -13,7 +13,9 @@ from typing import Any, get_args
 import pytest
 
 from engine.core import labels
+from engine.core.aggregates.collect import Aggregation
 from engine.core.catalog import builtin_catalog
+from engine.core.checks.has_gpu import gpu_state
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
 from engine.core.evaluate import SPEND_DETAIL, Engine, combined_savings, door_of, summarize
 from engine.core.labels import exempt_ids, exempt_policies
@@ -95,6 +97,35 @@ def test_the_loop_judges_what_the_plain_loop_judges(engine: Engine, make_resourc
     assert {row[2] for row in expected} == {"fail", "unknown"}  # both kinds compared
     assert (report.summary.passed, report.summary.exempted) == (passed, exempted)
     assert passed > 0 and exempted > 0
+
+
+@pytest.mark.parametrize("door", ["plan", "runtime"])  # the built-in budget is off at admission
+def test_aggregation_takes_the_members_the_whole_scope_takes(make_resource: Make,
+                                                             door: Door) -> None:
+    """Aggregate policies' scopes, worked out per GPU state like the loop's, pick the same
+    members (certain or not) and count the same exemptions as testing each scope whole."""
+    policies = [p for p in load_policies(["builtin"]) if p.spec.aggregate]
+    ctx = EvalContext(now=OFF_HOURS, catalog=builtin_catalog())
+    aggregation = Aggregation(policies, ctx)
+    expected: dict[tuple[str, Door], list[tuple[str, bool]]] = {}
+    exempted = 0
+    for resource in _estate(make_resource):
+        ids = exempt_policies(resource)
+        aggregation.offer(resource, door, ids, gpu_state(resource))
+        for policy in policies:
+            if resource.category not in policy.categories or policy.doors[door] == "off":
+                continue
+            if policy.id in ids or "all" in ids:
+                exempted += 1
+                continue
+            scope = True if policy.scope is None else policy.scope.test(resource, ctx)
+            if scope is not False:
+                expected.setdefault((policy.id, door), []).append((resource.id, scope is True))
+    taken = {key: [(member.resource.id, member.certain) for member in members]
+             for key, members in aggregation._members.items()}
+    assert taken == expected
+    assert aggregation.exempted == exempted
+    assert expected and exempted, "members and exemptions both compared"
 
 
 SCOPE_WITH_EVIDENCE = """\

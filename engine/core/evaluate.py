@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
-from engine.core.checks.has_gpu import gpus_unknown, requires_gpus, without_gpu_test
+from engine.core.checks.has_gpu import GpuState, gpu_state, scope_at
 from engine.core.conditions import Condition, EvalContext, quiet_when_held, walk
 from engine.core.costs import estimate, price_date, remembered_spend, resource_spend
 from engine.core.labels import exempt_policies
@@ -116,16 +116,6 @@ def _evaluator_of(policy: CompiledPolicy) -> ProgramEvaluator:
 # ---------------------------------------------------------------------------- the engine
 
 
-GpuState = Literal["gpus", "none", "unknown"]
-
-
-def _gpu_state(resource: Resource) -> GpuState:
-    """What `has-gpu` answers for the resource: holds GPUs, holds none, or not known yet."""
-    if resource.has_gpu:
-        return "gpus"
-    return "unknown" if gpus_unknown(resource) else "none"
-
-
 @dataclass(frozen=True, slots=True)
 class _Step:
     """A policy as the loop applies it to resources of one category, door and GPU state."""
@@ -140,11 +130,9 @@ class _Step:
 
 def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
     evidence = _fail_evidence(policy)
-    if policy.rego is not None or gpus == "unknown":
+    if policy.rego is not None:  # a program reads the resource whole: its scope stays whole
         return _Step(policy, policy.scope, False, evidence)
-    if gpus == "gpus":
-        return _Step(policy, without_gpu_test(policy.scope), False, evidence)
-    return _Step(policy, policy.scope, requires_gpus(policy.scope), evidence)
+    return _Step(policy, *scope_at(policy.scope, gpus), evidence)
 
 
 def _fail_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
@@ -333,7 +321,7 @@ class _Run:
     def add(self, resource: Resource) -> None:
         """Judge one resource against the policies of its category (the hot loop)."""
         self.count += 1
-        gpus = _gpu_state(resource)
+        gpus = gpu_state(resource)
         if gpus == "gpus":
             self._add_spend(resource)
         if self.by_id is not None:
@@ -342,7 +330,7 @@ class _Run:
         exempt_ids = exempt_policies(resource) if resource.tags or resource.annotations \
             else frozenset()
         if self.aggregation is not None:
-            self.aggregation.offer(resource, door, exempt_ids)
+            self.aggregation.offer(resource, door, exempt_ids, gpus)
         ref: ResourceRef | None = None  # made by its first finding, shared by the others
         for step in self.engine.steps(resource.category, door, gpus, bool(exempt_ids)):
             policy = step.policy

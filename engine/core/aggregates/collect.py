@@ -4,6 +4,7 @@ into groups for the engine to judge."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Generic, TypeVar
 
@@ -14,11 +15,22 @@ from engine.core.aggregates.registry import (
     Member,
     PlanChange,
 )
-from engine.core.conditions import EvalContext
+from engine.core.checks.has_gpu import GpuState, scope_at
+from engine.core.conditions import Condition, EvalContext
 from engine.core.labels import exempt_policies
 from engine.core.model import Category, CostDiff, Door, Resource
 
 P = TypeVar("P", bound=GroupPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class _Offer(Generic[P]):
+    """An aggregate policy as `offer` applies it to resources of one category, door and GPU
+    state (`engine.core.evaluate`'s steps, for groups)."""
+
+    policy: P
+    scope: Condition | None  # less what the GPU state answers
+    out_of_scope: bool  # kept only to count an exemption
 
 
 class Aggregation(Generic[P]):
@@ -37,21 +49,38 @@ class Aggregation(Generic[P]):
             for category in policy.categories:
                 self._by_category[category].append(policy)
         self._members: dict[tuple[str, Door], list[Member]] = {}
+        self._offers: dict[tuple[Category, Door, GpuState, bool], tuple[_Offer[P], ...]] = {}
 
-    def offer(self, resource: Resource, door: Door, exempt_ids: frozenset[str]) -> None:
-        """Called by the engine for every resource evaluated."""
-        for policy in self._by_category[resource.category]:
-            if policy.doors[door] == "off":
-                continue
+    def offer(self, resource: Resource, door: Door, exempt_ids: frozenset[str],
+              gpus: GpuState) -> None:
+        """Called by the engine for every resource evaluated, with what `has-gpu` answers."""
+        for step in self._offers_for(resource.category, door, gpus, bool(exempt_ids)):
+            policy = step.policy
             if (exempt_ids or policy.exempt) and exempt(policy, resource, exempt_ids):
                 self.exempted += 1
                 continue
-            scope = True if policy.scope is None else policy.scope.test(resource, self.ctx)
+            if step.out_of_scope:
+                continue
+            scope = True if step.scope is None else step.scope.test(resource, self.ctx)
             if scope is not False:
                 members = self._members.get((policy.id, door))
                 if members is None:
                     members = self._members[policy.id, door] = []
-                members.append(Member(resource, certain=scope is True))
+                members.append(Member(resource, scope is True))
+
+    def _offers_for(self, category: Category, door: Door, gpus: GpuState,
+                    exempt_by_tags: bool) -> tuple[_Offer[P], ...]:
+        """The policies on at the door for that category, less those out of scope for the GPU
+        state unless an exemption of them must still be counted."""
+        key = (category, door, gpus, exempt_by_tags)
+        offers = self._offers.get(key)
+        if offers is None:
+            made = (_Offer(policy, *scope_at(policy.scope, gpus))
+                    for policy in self._by_category[category] if policy.doors[door] != "off")
+            offers = self._offers[key] = tuple(
+                step for step in made
+                if not step.out_of_scope or exempt_by_tags or step.policy.exempt)
+        return offers
 
     def selects(self, policy: P, resource: Resource) -> bool:
         """Whether the policy would take `resource` as a member (unknown scope included)."""

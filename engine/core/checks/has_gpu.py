@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from engine.core.checks.args import FlagArgs
 from engine.core.conditions import AllCondition, Check, Condition, EvalContext, register_check
@@ -60,3 +60,24 @@ def without_gpu_test(scope: Condition | None) -> Condition | None:
         return scope
     rest = [item for item in scope.items if not _holds_gpus(item)]
     return AllCondition(rest) if rest else None
+
+
+GpuState = Literal["gpus", "none", "unknown"]
+
+
+def gpu_state(resource: Resource) -> GpuState:
+    """What `has-gpu` answers for the resource: holds GPUs, holds none, or not known yet."""
+    if resource.has_gpu:
+        return "gpus"
+    return "unknown" if gpus_unknown(resource) else "none"
+
+
+def scope_at(scope: Condition | None, gpus: GpuState) -> tuple[Condition | None, bool]:
+    """The scope as it tests resources in that GPU state, and whether they are out of it: with
+    GPUs its `has-gpu: true` items hold and are left out; without, a scope that requires GPUs
+    never holds. The loops work it out once per category and state, not per resource."""
+    if gpus == "gpus":
+        return without_gpu_test(scope), False
+    if gpus == "none":
+        return scope, requires_gpus(scope)
+    return scope, False
