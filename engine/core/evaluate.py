@@ -542,52 +542,49 @@ def prices_of(catalog: Catalog, dates: Iterable[str] = ()) -> Prices:
                   override_file=override)
 
 
+# A failing finding as the money totals read it: its figure, and the spend of its resource
+# (`SPEND_DETAIL`; None when not known).
+Saving = tuple[float, Any]
+
+
 def combined_savings(findings: list[Finding]) -> float:
     """One resource's savings: rates combine (spot 60% off and off half the hours saves
     1 − 0.4 × 0.5 = 80%), never above its spend. Without a known spend, the largest figure."""
-    spends = [f.details[SPEND_DETAIL] for f in findings if SPEND_DETAIL in f.details]
+    return _combined([_saving(finding) for finding in findings])
+
+
+def _saving(finding: Finding) -> Saving:
+    return finding.estimated_monthly_usd, finding.details.get(SPEND_DETAIL)
+
+
+def _combined(savings: list[Saving]) -> float:
+    spends = [spend for _, spend in savings if spend is not None]
     spend = float(max(spends)) if spends else 0.0
     if spend <= 0:
-        return max((f.estimated_monthly_usd for f in findings), default=0.0)
+        return max((usd for usd, _ in savings), default=0.0)
     kept = 1.0
-    for finding in findings:
-        kept *= 1.0 - min(1.0, finding.estimated_monthly_usd / spend)
+    for usd, _ in savings:
+        kept *= 1.0 - min(1.0, usd / spend)
     return spend * (1.0 - kept)
 
 
-def _per_resource(findings: Iterable[Finding], kind: str) -> dict[tuple[str, str], list[Finding]]:
-    return _per_resource_by_kind(findings).get(kind, {})
+def _combined_total(by_resource: dict[tuple[str, str], list[Saving]]) -> float:
+    return round(sum(_combined(group) for group in by_resource.values()), 2)
 
 
-def _per_resource_by_kind(findings: Iterable[Finding]
-                          ) -> dict[str, dict[tuple[str, str], list[Finding]]]:
-    """The failing findings of each cost kind, per resource, in one pass over the findings."""
-    by_kind: dict[str, dict[tuple[str, str], list[Finding]]] = {}
-    for finding in findings:
-        if finding.result == "fail":
-            key = (finding.resource.provider, finding.resource.id)
-            by_kind.setdefault(finding.cost_kind, {}).setdefault(key, []).append(finding)
-    return by_kind
-
-
-def _combined_total(by_resource: dict[tuple[str, str], list[Finding]]) -> float:
-    return round(sum(combined_savings(group) for group in by_resource.values()), 2)
-
-
-def _largest_total(by_resource: dict[tuple[str, str], list[Finding]]) -> float:
-    return round(sum(max(f.estimated_monthly_usd for f in group)
-                     for group in by_resource.values()), 2)
+def _largest_total(by_resource: dict[tuple[str, str], list[Saving]]) -> float:
+    return round(sum(max(usd for usd, _ in group) for group in by_resource.values()), 2)
 
 
 def savings_total(findings: Iterable[Finding]) -> float:
     """Every resource's combined savings (`combined_savings`), added up."""
-    return _combined_total(_per_resource(findings, "savings"))
+    return _combined_total(_tally(findings).by_kind.get("savings", {}))
 
 
 def largest_per_resource(findings: Iterable[Finding], kind: str) -> float:
     """Per resource, the largest figure of one kind (two tag policies on one resource are the
     same spend with no owner), added up."""
-    return _largest_total(_per_resource(findings, kind))
+    return _largest_total(_tally(findings).by_kind.get(kind, {}))
 
 
 def summarize(findings: list[Finding], resources: int, passed: int, exempted: int = 0,
@@ -616,8 +613,8 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
 
 @dataclass
 class _Tally:
-    """The failing and unknown findings counted, and the failing ones grouped per cost kind
-    and resource (`_per_resource_by_kind`), in one pass."""
+    """The failing and unknown findings counted, and the failing ones' savings grouped per
+    cost kind and resource, in one pass."""
 
     findings: int = 0
     failed: int = 0
@@ -625,7 +622,7 @@ class _Tally:
     by_policy: dict[str, int] = field(default_factory=dict)
     by_severity: dict[str, int] = field(default_factory=dict)
     by_account: dict[str, int] = field(default_factory=dict)
-    by_kind: dict[str, dict[tuple[str, str], list[Finding]]] = field(default_factory=dict)
+    by_kind: dict[str, dict[tuple[str, str], list[Saving]]] = field(default_factory=dict)
 
 
 def _tally(findings: Iterable[Finding]) -> _Tally:
@@ -655,9 +652,9 @@ def _tally(findings: Iterable[Finding]) -> _Tally:
             key = (ref.provider, ref.id)
             group = groups.get(key)
             if group is None:
-                groups[key] = [finding]
+                groups[key] = [_saving(finding)]
             else:
-                group.append(finding)
+                group.append(_saving(finding))
         elif result == "unknown":
             unknown += 1
     tally.findings, tally.failed, tally.unknown = counted, failed, unknown
