@@ -133,31 +133,24 @@ class MessageMemo:
         """The collapsed text with the names put in, when that is what collapsing the named
         text gives: each name one word (no whitespace, not empty), so it changes no word
         boundary, and the named text within `limit` (not cut). None otherwise."""
-        names = self._one_word_names(values)
-        if names is None:
-            return None
         pieces, roots = remembered.pieces, remembered.roots
         size = len(remembered.raw) - len(roots) * _MARKER_SIZE
-        if len(names) == 1:
-            (name,) = names.values()
-            text = name.join(pieces)
+        if len(self.named) == 1:  # the usual case, one name: `{{ r.name }}`
+            name = _one_word_name(values[self.named[0]])
+            if name is None:
+                return None
             size += len(roots) * len(name)
-        else:
-            text = pieces[0] + "".join(names[root] + piece
-                                       for root, piece in zip(roots, pieces[1:], strict=True))
-            size += sum(len(names[root]) for root in roots)
-        return text if size <= limit else None
-
-    def _one_word_names(self, values: Mapping[str, Any]) -> dict[str, str] | None:
-        """The names printed, by input, as jinja2 prints them; None when one is not one word."""
-        names = {}
+            return name.join(pieces) if size <= limit else None
+        names: dict[str, str] = {}
         for root in self.named:
-            name = values[root].name
-            name = name if type(name) is str else str(name)
-            if name.split() != [name]:
+            name = _one_word_name(values[root])
+            if name is None:
                 return None
             names[root] = name
-        return names
+        size += sum(len(names[root]) for root in roots)
+        text = pieces[0] + "".join(names[root] + piece
+                                   for root, piece in zip(roots, pieces[1:], strict=True))
+        return text if size <= limit else None
 
     def remember(self, key: tuple[Any, ...], raw: str) -> Remembered:
         if len(self.texts) >= MAX_REMEMBERED:
@@ -167,6 +160,13 @@ class MessageMemo:
         roots = tuple(self._root_of_marker[marker] for marker in split[1::2])
         remembered = self.texts[key] = Remembered(raw, tuple(split[0::2]), roots)
         return remembered
+
+
+def _one_word_name(named: Any) -> str | None:
+    """The name of `named` as jinja2 prints it; None when it is not one word."""
+    name = named.name
+    name = name if type(name) is str else str(name)
+    return name if name.split() == [name] else None
 
 
 def _marker() -> str:

@@ -72,6 +72,7 @@ _MAX_REMEMBERED = 4096
 # name), a dict's key (the name is no dict attribute), or jinja's sandboxed lookup.
 _FIELD, _ITEM, _SANDBOXED = "field", "item", "sandboxed"
 _MAX_KINDS = 64  # types remembered per attribute name
+_MISSING = object()
 _ATTRIBUTE_READERS: dict[str, Callable[[Any], Any]] = {}
 
 
@@ -209,11 +210,9 @@ def _attribute_reader(env: _MessageEnvironment, attribute: str) -> Callable[[Any
             value = getattr(obj, attribute)
             if not callable(value):
                 return value
-        elif kind is _ITEM:
-            try:
-                return obj[attribute]
-            except LookupError:
-                return env.undefined(obj=obj, name=attribute)
+        elif kind is _ITEM:  # a dict without the key: no exception raised to say so
+            value = obj.get(attribute, _MISSING)
+            return value if value is not _MISSING else env.undefined(obj=obj, name=attribute)
         return ImmutableSandboxedEnvironment.getattr(env, obj, attribute)
 
     return read
