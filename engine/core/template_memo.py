@@ -100,15 +100,22 @@ class MessageMemo:
         for root in self.named:
             if not isinstance(values.get(root), BaseModel):
                 return None
-        read = [values.get(root, _ABSENT) for root in self._inputs]
+        read: list[Any] = []  # loops, not comprehensions: on 3.11 each of those is a call
+        for root in self._inputs:
+            read.append(values.get(root, _ABSENT))
         for parent, step in self._steps:
             read.append(step(read[parent]))
-        parts: list[Any] = [bool(read[node]) for node in self._truths]
+        parts: list[Any] = []
+        for node in self._truths:
+            parts.append(bool(read[node]))
         for node in self._values:
             value = read[node]
             kind = type(value)
-            if kind is str or kind is int:  # `plain_key`'s first case, inline
+            if kind is str or kind is int:  # `plain_key`'s first cases, inline
                 parts.append(value)
+                continue
+            if kind is float and value:
+                parts.append((kind, value))
                 continue
             part = plain_key(value)
             if part is None:
