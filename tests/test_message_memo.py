@@ -9,7 +9,7 @@ import pytest
 
 from engine.core import template_memo
 from engine.core.model import Capacity, GpuSpec, Resource
-from engine.core.templates import ENVIRONMENT, MAX_OUTPUT, MessageTemplate, compile_message
+from engine.core.templates import MAX_OUTPUT, MessageTemplate, compile_message
 from engine.loading.policies import load_policies
 
 NAMES = ["trainer", "a  b", " lead\nnewline ", " padded ", "\tx", "{{ r.name }}", "", "ü",
@@ -93,7 +93,7 @@ def test_values_that_are_not_plain_are_rendered_as_usual() -> None:
     rng = random.Random(1)
     values = _values(rng) | {"details": {"x": {"nested": 1}}}
     assert template.memo is not None
-    assert template.memo.key(values, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
+    assert template.memo.key(values) is None
     assert "nested" in template.render(values, fallback="T")
     assert not template.memo.texts
 
@@ -103,7 +103,7 @@ def test_a_set_shadowing_an_input_is_rendered_as_usual() -> None:
     rng = random.Random(2)
     assert template.memo is not None
     values = _values(rng)
-    assert template.memo.key(values, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
+    assert template.memo.key(values) is None
     assert template.render(values, fallback="T").endswith(" 5")
 
 
@@ -121,7 +121,7 @@ def test_long_texts_and_long_lists_are_not_remembered() -> None:
     rng = random.Random(9)
     long_list = _values(rng) | {"details": {"missing_tags": [f"t{n}" for n in range(500)]}}
     assert template.memo is not None
-    assert template.memo.key(long_list, ENVIRONMENT.getattr, ENVIRONMENT.getitem) is None
+    assert template.memo.key(long_list) is None
     short_name = _resource(rng).model_copy(update={"name": "n"})
     long_text = {"r": short_name, "details": {"missing_tags": ["x" * 2_000]}}
     assert template.render(long_text, fallback="T").endswith("x" * 2_000)

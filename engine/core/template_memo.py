@@ -22,11 +22,12 @@ most `MAX_REMEMBERED` texts, and a list of more than `MAX_ITEMS` values is not k
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from jinja2 import nodes
 from jinja2.runtime import Undefined
@@ -41,7 +42,7 @@ _STEP_ATTR, _STEP_ITEM = "attr", "item"
 _TEST_PARENTS = (nodes.And, nodes.Or)  # in a test position, so are their operands
 
 Chain = tuple[str, tuple[tuple[str, Any], ...]]  # (input name, steps)
-Reader = Callable[[Any, Any], Any]  # the environment's getattr / getitem
+StepReader = Callable[[Any], Any]  # one step of a chain: `obj` -> `obj.b` or `obj['c']`
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,68 +52,74 @@ class _Read:
 
 
 class Remembered(NamedTuple):
-    """A text rendered with markers: whole, whitespace collapsed, and how often each marker
-    appears in it."""
+    """A text rendered with markers: whole, and with whitespace collapsed as the pieces
+    between its markers, with the input whose name goes in each marker's place."""
 
     raw: str
-    collapsed: str
-    counts: tuple[int, ...]
+    pieces: tuple[str, ...]
+    roots: tuple[str, ...]
+
+
+class Readers(Protocol):
+    """How the sandbox reads `obj.name` (one reader per name) and `obj[key]`."""
+
+    def attribute_reader(self, attribute: str) -> StepReader: ...
+
+    def getitem(self, obj: Any, argument: Any) -> Any: ...
 
 
 class MessageMemo:
     """What one template reads, and the texts it rendered, by key."""
 
-    def __init__(self, reads: tuple[_Read, ...], named: tuple[str, ...], assigned: frozenset[str]):
+    def __init__(self, reads: tuple[_Read, ...], named: tuple[str, ...], assigned: frozenset[str],
+                 readers: Readers):
         self.reads = reads
         self.named = named  # inputs whose `.name` is printed as the marker
         self.assigned = assigned  # names the template sets (never inputs)
-        self.markers = {root: f"\x00{secrets.token_hex(8)}\x00" for root in named}
+        self.markers = {root: _marker() for root in named}
+        self._root_of_marker = {marker: root for root, marker in self.markers.items()}
+        self._any_marker = re.compile(f"({'|'.join(self.markers.values())})")
         self.texts: dict[tuple[Any, ...], Remembered] = {}
-        # Each chain prefix read once: (parent node or -1 for an input, input name, whether
-        # the step is an attribute, the step); each read: (its node, whether truth alone).
-        self._nodes: list[tuple[int, str, bool, Any]] = []
-        self._parts: list[tuple[int, bool]] = []
-        index: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
-        for read in reads:
-            root, steps = read.chain
-            node = -1
-            for depth in range(len(steps) + 1):
-                prefix = (root, steps[:depth])
-                if prefix not in index:
-                    kind, step = steps[depth - 1] if depth else (_STEP_ATTR, None)
-                    index[prefix] = len(self._nodes)
-                    self._nodes.append((node, root, kind == _STEP_ATTR, step))
-                node = index[prefix]
-            self._parts.append((node, read.mode == _TRUTH))
+        # Each chain prefix is read once, in `key`'s list of values read: the inputs first,
+        # then each step from the value read before it (its index, and the step's reader).
+        chains = _prefixes(reads)
+        self._inputs = tuple(root for root, steps in chains if not steps)
+        index: dict[Chain, int] = {(root, ()): number for number, root in enumerate(self._inputs)}
+        self._steps: list[tuple[int, StepReader]] = []
+        for root, steps in chains:
+            if steps:
+                index[(root, steps)] = len(self._inputs) + len(self._steps)
+                self._steps.append((index[(root, steps[:-1])], _step_reader(steps[-1], readers)))
+        self._truths = tuple(index[read.chain] for read in reads if read.mode == _TRUTH)
+        self._values = tuple(index[read.chain] for read in reads if read.mode != _TRUTH)
 
-    def key(self, values: Mapping[str, Any], getattr_: Reader,
-            getitem: Reader) -> tuple[Any, ...] | None:
+    def key(self, values: Mapping[str, Any]) -> tuple[Any, ...] | None:
         """The values the template reads, as a key; None when one is not plain."""
         if self.assigned and not self.assigned.isdisjoint(values):
             return None
         for root in self.named:
             if not isinstance(values.get(root), BaseModel):
                 return None
-        read: list[Any] = []
-        for parent, root, is_attr, step in self._nodes:
-            if parent < 0:
-                read.append(values.get(root, _ABSENT))
-            elif is_attr:
-                read.append(getattr_(read[parent], step))
-            else:
-                read.append(getitem(read[parent], step))
+        read: list[Any] = []  # loops, not comprehensions: on 3.11 each of those is a call
+        for root in self._inputs:
+            read.append(values.get(root, _ABSENT))
+        for parent, step in self._steps:
+            read.append(step(read[parent]))
         parts: list[Any] = []
-        for node, truth in self._parts:
+        for node in self._truths:
+            parts.append(bool(read[node]))
+        for node in self._values:
             value = read[node]
             kind = type(value)
-            if truth:
-                part: Any = bool(value)
-            elif kind is str or kind is int or kind is bool:  # `plain_key`'s first case, inline
-                part = (kind, value)
-            else:
-                part = plain_key(value)
-                if part is None:
-                    return None
+            if kind is str or kind is int:  # `plain_key`'s first cases, inline
+                parts.append(value)
+                continue
+            if kind is float and value:
+                parts.append((kind, value))
+                continue
+            part = plain_key(value)
+            if part is None:
+                return None
             parts.append(part)
         return tuple(parts)
 
@@ -133,23 +140,67 @@ class MessageMemo:
         """The collapsed text with the names put in, when that is what collapsing the named
         text gives: each name one word (no whitespace, not empty), so it changes no word
         boundary, and the named text within `limit` (not cut). None otherwise."""
-        text, size = remembered.collapsed, len(remembered.raw)
-        for root, count in zip(self.named, remembered.counts, strict=True):
-            name = str(values[root].name)
-            words = name.split()
-            if len(words) != 1 or words[0] != name:
+        pieces, roots = remembered.pieces, remembered.roots
+        size = len(remembered.raw) - len(roots) * _MARKER_SIZE
+        if len(self.named) == 1:  # the usual case, one name: `{{ r.name }}`
+            name = _one_word_name(values[self.named[0]])
+            if name is None:
                 return None
-            marker = self.markers[root]
-            size += count * (len(name) - len(marker))
-            text = text.replace(marker, name)
+            size += len(roots) * len(name)
+            return name.join(pieces) if size <= limit else None
+        names: dict[str, str] = {}
+        for root in self.named:
+            name = _one_word_name(values[root])
+            if name is None:
+                return None
+            names[root] = name
+        size += sum(len(names[root]) for root in roots)
+        text = pieces[0] + "".join(names[root] + piece
+                                   for root, piece in zip(roots, pieces[1:], strict=True))
         return text if size <= limit else None
 
     def remember(self, key: tuple[Any, ...], raw: str) -> Remembered:
         if len(self.texts) >= MAX_REMEMBERED:
             self.texts.clear()
-        counts = tuple(raw.count(self.markers[root]) for root in self.named)
-        remembered = self.texts[key] = Remembered(raw, " ".join(raw.split()), counts)
+        collapsed = " ".join(raw.split())
+        split = self._any_marker.split(collapsed) if self.named else [collapsed]
+        roots = tuple(self._root_of_marker[marker] for marker in split[1::2])
+        remembered = self.texts[key] = Remembered(raw, tuple(split[0::2]), roots)
         return remembered
+
+
+def _one_word_name(named: Any) -> str | None:
+    """The name of `named` as jinja2 prints it; None when it is not one word."""
+    name = named.name
+    name = name if type(name) is str else str(name)
+    return name if name.split() == [name] else None
+
+
+def _marker() -> str:
+    """A word no template or value writes, that whitespace collapsing leaves as it is."""
+    return f"\x00{secrets.token_hex(8)}\x00"
+
+
+_MARKER_SIZE = len(_marker())  # every marker's
+
+
+def _prefixes(reads: tuple[_Read, ...]) -> list[Chain]:
+    """Every prefix of the chains read (`r`, `r.gpu`, `r.gpu.count`), each once, each after
+    its own prefixes."""
+    prefixes: dict[Chain, None] = {}
+    for read in reads:
+        root, steps = read.chain
+        for depth in range(len(steps) + 1):
+            prefixes[(root, steps[:depth])] = None
+    return list(prefixes)
+
+
+def _step_reader(step: tuple[str, Any], readers: Readers) -> StepReader:
+    kind, name = step
+    if kind == _STEP_ATTR:
+        return readers.attribute_reader(name)
+    getitem = readers.getitem
+    return lambda obj: getitem(obj, name)
 
 
 class _Absent:
@@ -162,12 +213,16 @@ _ABSENT = _Absent()
 def plain_key(value: Any) -> Any:
     """A key equal for two values exactly when jinja2 prints and compares them alike; None for
     a value that is not plain. Types are part of it (1, 1.0 and True are equal in Python but
-    print apart), floats by their exact bits (0.0 and -0.0), sequences in their order."""
+    print apart), floats by their exact bits (0.0 and -0.0), sequences in their order. A text
+    and an int (not a bool) are their own key: each equals only values of its own type that
+    print the same, and every other key is a tuple."""
     kind = type(value)
-    if value is None or kind is str or kind is int or kind is bool:
+    if kind is str or kind is int:
+        return value
+    if value is None or kind is bool:
         return (kind, value)
-    if kind is float:
-        return (kind, value.hex())
+    if kind is float:  # equal floats print alike, but for the sign of a zero
+        return (kind, value) if value else (kind, value.hex())
     if isinstance(value, Enum):
         return (kind, value)
     if kind is list or kind is tuple or kind is frozenset:
@@ -188,7 +243,7 @@ def plain_key(value: Any) -> Any:
 # ---------------------------------------------------------------------------- at compile
 
 
-def memo_for(tree: nodes.Template) -> MessageMemo | None:
+def memo_for(tree: nodes.Template, readers: Readers) -> MessageMemo | None:
     """The memo of a template, or None when the rules above refuse it."""
     if any(True for _ in tree.find_all((nodes.For, nodes.Call, nodes.Macro))):
         return None
@@ -201,7 +256,7 @@ def memo_for(tree: nodes.Template) -> MessageMemo | None:
     if named is None:
         return None
     kept = tuple(read for read in reads if read.mode != NAME)
-    return MessageMemo(kept, named, assigned)
+    return MessageMemo(kept, named, assigned, readers)
 
 
 def _printed_names(reads: dict[_Read, None]) -> tuple[str, ...] | None:

@@ -23,7 +23,7 @@ hostile input. It is checked when the policy loads, then rendered per finding un
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from enum import Enum
 from typing import Any
@@ -71,7 +71,9 @@ _MAX_REMEMBERED = 4096
 # How `a.b` reads `b` of a type: a data field (a pydantic model's field, an enum's value or
 # name), a dict's key (the name is no dict attribute), or jinja's sandboxed lookup.
 _FIELD, _ITEM, _SANDBOXED = "field", "item", "sandboxed"
-_ATTRIBUTE_KINDS: dict[tuple[type, str], str] = {}
+_MAX_KINDS = 64  # types remembered per attribute name
+_MISSING = object()
+_ATTRIBUTE_READERS: dict[str, Callable[[Any], Any]] = {}
 
 
 class TemplateRejected(Exception):
@@ -156,20 +158,18 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         """jinja2's sandboxed `obj.attribute`, answered without its checks where the type
-        says what the answer is: the field of a model (data, never a method) or the key of a
-        dict. Per finding a message reads a dozen such attributes; anything else, and a field
-        holding something callable, takes jinja2's path."""
-        kind = _ATTRIBUTE_KINDS.get((type(obj), attribute)) or _attribute_kind(obj, attribute)
-        if kind is _FIELD:
-            value = getattr(obj, attribute)
-            if not callable(value):
-                return value
-        elif kind is _ITEM:
-            try:
-                return obj[attribute]
-            except LookupError:
-                return self.undefined(obj=obj, name=attribute)
-        return super().getattr(obj, attribute)
+        says what the answer is (`attribute_reader`)."""
+        return self.attribute_reader(attribute)(obj)
+
+    def attribute_reader(self, attribute: str) -> Callable[[Any], Any]:
+        """`getattr(obj, attribute)` for one name, remembered per name: the one path every
+        `obj.attribute` of a message takes, in a render and in the message memo's keys."""
+        reader = _ATTRIBUTE_READERS.get(attribute)
+        if reader is None:
+            if len(_ATTRIBUTE_READERS) >= _MAX_REMEMBERED:
+                _ATTRIBUTE_READERS.clear()
+            reader = _ATTRIBUTE_READERS[attribute] = _attribute_reader(self, attribute)
+        return reader
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any,
              *args: Any, **kwargs: Any) -> Any:
@@ -197,14 +197,35 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
 
+def _attribute_reader(env: _MessageEnvironment, attribute: str) -> Callable[[Any], Any]:
+    """Reads `attribute` of an object without jinja2's checks where the object's type says
+    what the answer is: the field of a model (data, never a method) or the key of a dict. Per
+    finding a message reads a dozen such attributes; anything else, and a field holding
+    something callable, takes jinja2's path. What a type means is decided once per type."""
+    kinds: dict[type, str] = {}
+
+    def read(obj: Any) -> Any:
+        kind = kinds.get(type(obj)) or _remember_kind(kinds, obj, attribute)
+        if kind is _FIELD:
+            value = getattr(obj, attribute)
+            if not callable(value):
+                return value
+        elif kind is _ITEM:  # a dict without the key: no exception raised to say so
+            value = obj.get(attribute, _MISSING)
+            return value if value is not _MISSING else env.undefined(obj=obj, name=attribute)
+        return ImmutableSandboxedEnvironment.getattr(env, obj, attribute)
+
+    return read
+
+
 def _is_data_field(obj: Any, attribute: str) -> bool:
     if isinstance(obj, BaseModel):
         return attribute in type(obj).model_fields
     return isinstance(obj, Enum) and attribute in ("value", "name")
 
 
-def _attribute_kind(obj: Any, attribute: str) -> str:
-    """Remembered per (type, name): what reading the name of such an object means."""
+def _remember_kind(kinds: dict[type, str], obj: Any, attribute: str) -> str:
+    """What reading the name of such an object means, remembered in `kinds` by its type."""
     kind = _SANDBOXED
     if attribute.startswith("_") or attribute in _FORBIDDEN_NAMES:
         pass
@@ -212,9 +233,9 @@ def _attribute_kind(obj: Any, attribute: str) -> str:
         kind = _FIELD
     elif type(obj) is dict and not hasattr(dict, attribute):
         kind = _ITEM
-    if len(_ATTRIBUTE_KINDS) >= _MAX_REMEMBERED:
-        _ATTRIBUTE_KINDS.clear()
-    _ATTRIBUTE_KINDS[(type(obj), attribute)] = kind
+    if len(kinds) >= _MAX_KINDS:
+        kinds.clear()
+    kinds[type(obj)] = kind
     return kind
 
 
@@ -354,8 +375,7 @@ class MessageTemplate:
         when rendering fails. Rendered once per distinct set of the values it reads, where
         the memo can key them."""
         memo = self.memo
-        key = None if memo is None else memo.key(values, ENVIRONMENT.getattr,
-                                                  ENVIRONMENT.getitem)
+        key = None if memo is None else memo.key(values)
         if memo is None or key is None:
             return self._render(values, fallback)
         remembered = memo.texts.get(key)
@@ -425,4 +445,4 @@ def compile_message(source: str) -> MessageTemplate:
         raise TemplateRejected(f"nested more than {MAX_NESTING} levels deep") from None
     template = ENVIRONMENT.template_class.from_code(ENVIRONMENT, code, ENVIRONMENT.globals)
     budgeted = any(True for _ in tree.find_all((nodes.For, nodes.Call)))
-    return MessageTemplate(source, template, budgeted=budgeted, memo=memo_for(tree))
+    return MessageTemplate(source, template, budgeted=budgeted, memo=memo_for(tree, ENVIRONMENT))
