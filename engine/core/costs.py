@@ -87,7 +87,7 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     if memo is None:
         return _spot_discount(resource, catalog)
     key = (id(catalog), resource.instance_type, resource.region, resource.provider,
-           resource.spot_hourly_usd, resource.hourly_usd)
+           _signed(resource.spot_hourly_usd), _signed(resource.hourly_usd))
     found = memo.discounts.get(key)
     if found is None:
         found = _spot_discount(resource, catalog)
@@ -139,19 +139,42 @@ def _no_compute(resource: Resource) -> str | None:
 
 class _RunMemo:
     """What one evaluation remembers of prices (`remembered_spend`): the last resource priced
-    and its spend, and spot discounts by what they are computed from."""
+    and its spend, and spot discounts and list spends by what they are computed from."""
 
-    __slots__ = ("catalog", "discounts", "resource", "spend")
+    __slots__ = ("catalog", "discounts", "list_spends", "resource", "spend")
 
     def __init__(self) -> None:
         self.resource: Resource | None = None
         self.catalog: Catalog | None = None
         self.spend = Spend(None, "")
         self.discounts: dict[tuple[Any, ...], tuple[float, str]] = {}
+        self.list_spends: dict[tuple[Any, ...], Spend] = {}
+
+    def list_spend(self, resource: Resource, catalog: Catalog) -> Spend:
+        """`_list_spend`, remembered by every field it reads: an estate repeats the same type,
+        region, count and capacity thousands of times."""
+        gpu = resource.gpu
+        key = (catalog, resource.instance_type, resource.region, resource.provider,
+               _signed(resource.hourly_usd), _signed(resource.spot_hourly_usd),
+               gpu.model if gpu else None, _signed(gpu.count) if gpu else None,
+               resource.capacity is Capacity.SPOT, resource.count, resource.count_basis)
+        found = self.list_spends.get(key)
+        if found is None:
+            found = _list_spend(resource, catalog)
+            if len(self.list_spends) >= _MAX_SPENDS:
+                self.list_spends.clear()
+            self.list_spends[key] = found
+        return found
+
+
+def _signed(value: float | None) -> object:
+    """`value` as part of a key: 0.0 and -0.0 are equal, but print differently."""
+    return value if value else repr(value)
 
 
 _RUN_MEMO: ContextVar[_RunMemo | None] = ContextVar("gpuwarden_price_memo", default=None)
 _MAX_DISCOUNTS = 4096  # types × regions × live prices: from input, so bounded
+_MAX_SPENDS = 4096  # the same, × counts and GPU models
 
 
 @contextmanager
@@ -160,7 +183,7 @@ def remembered_spend() -> Iterator[None]:
     evaluation asks it of one resource about ten times in a row (each policy's estimate, the
     savings cap, the scanned spend). By identity, and only for the run: a changed copy
     (`model_copy(update=...)`) is another object, and nothing outlives the evaluation. Spot
-    discounts are remembered by everything they are computed from."""
+    discounts and spends at list prices are remembered by everything they are computed from."""
     token = _RUN_MEMO.set(_RunMemo())
     try:
         yield
@@ -187,6 +210,12 @@ def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
     billed = _billed_spend(resource, catalog)
     if billed is not None:
         return billed
+    memo = _RUN_MEMO.get()
+    return _list_spend(resource, catalog) if memo is None else memo.list_spend(resource, catalog)
+
+
+def _list_spend(resource: Resource, catalog: Catalog) -> Spend:
+    """The spend of a running resource at its list (or estimated) price."""
     hourly, source = hourly_price(resource, catalog)
     if hourly is None:
         return Spend(None, source)
