@@ -1,6 +1,6 @@
 """What one evaluation remembers of prices (`costs.remembered_spend`) never changes a figure: a
-resource's spend inside the memo is the spend computed afresh, however many resources alike in
-all but one field came before it."""
+resource's spend and the estimates made from it are, inside the memo, those computed afresh,
+however many resources alike in all but one field came before them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine.core.billing import BilledRate
 from engine.core.catalog import Catalog, builtin_catalog, with_billed_rates, with_price_overrides
-from engine.core.costs import remembered_spend, resource_spend
+from engine.core.costs import SPEND_RULES, estimate, remembered_spend, resource_spend
 from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 
 PRICES = "instance_type,on_demand_usd_hr,discount_pct\naws:p5.*,,25\n"
@@ -60,6 +60,33 @@ def test_remembered_spends_are_the_spends_computed_afresh(fields: dict[str, Any]
     with remembered_spend():
         remembered = [resource_spend(resource, catalog) for catalog, resource in priced]
     assert _exact(remembered) == _exact(afresh)
+
+
+DETAIL_VALUES: list[Any] = [0.0, -0.0, 0.5, 3.0, 55.5, 91.0, 3, 250.0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.fixed_dictionaries({name: st.sampled_from(pool) for name, pool in POOLS.items()}))
+def test_remembered_estimates_are_the_estimates_made_afresh(fields: dict[str, Any]) -> None:
+    priced = [_priced(fields)] + [_priced(fields | {name: value})
+                                  for name, pool in POOLS.items() for value in pool]
+    asked = [(method, catalog, resource, _details(detail, value))
+             for method, (_, detail) in sorted(SPEND_RULES.items())
+             for catalog, resource in priced for value in DETAIL_VALUES]
+    afresh = [estimate(method, resource, catalog, details)
+              for method, catalog, resource, details in asked]
+    with remembered_spend():
+        remembered = [estimate(method, resource, catalog, details)
+                      for method, catalog, resource, details in asked]
+    assert [_printed(e) for e in remembered] == [_printed(e) for e in afresh]
+
+
+def _details(detail: str | None, value: Any) -> dict[str, Any]:
+    return {"other": value} if detail is None else {detail: value}
+
+
+def _printed(found: Any) -> tuple[str, str, str]:
+    return repr(found.monthly_usd), found.basis, found.kind
 
 
 def _priced(fields: dict[str, Any]) -> tuple[Catalog, Resource]:
