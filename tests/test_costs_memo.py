@@ -9,9 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core import costs
 from engine.core.billing import BilledRate
 from engine.core.catalog import Catalog, builtin_catalog, with_billed_rates, with_price_overrides
-from engine.core.costs import SPEND_RULES, estimate, remembered_spend, resource_spend
+from engine.core.costs import SPEND_RULES, Estimate, estimate, remembered_spend, resource_spend
 from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 
 PRICES = "instance_type,on_demand_usd_hr,discount_pct\naws:p5.*,,25\n"
@@ -79,6 +80,22 @@ def test_remembered_estimates_are_the_estimates_made_afresh(fields: dict[str, An
         remembered = [estimate(method, resource, catalog, details)
                       for method, catalog, resource, details in asked]
     assert [_printed(e) for e in remembered] == [_printed(e) for e in afresh]
+
+
+def test_an_estimator_registered_under_a_rules_name_replaces_the_rule() -> None:
+    rule = SPEND_RULES["full"]
+    plain, kind = costs.ESTIMATORS["full"], costs.ESTIMATOR_KINDS["full"]
+    box = Resource(provider="aws", kind="aws_instance", category=Category.INSTANCE, id="i-1",
+                   name="trainer", instance_type="p5.48xlarge", hourly_usd=98.32,
+                   state=State.RUNNING)
+    try:
+        costs.estimator("full")(lambda resource, catalog, details: Estimate(1.0, "replaced"))
+        with remembered_spend():
+            assert resource_spend(box, CATALOGS[0]).monthly_usd  # a spend the memo would keep
+            assert estimate("full", box, CATALOGS[0], {}) == Estimate(1.0, "replaced", "none")
+    finally:
+        costs.ESTIMATORS["full"], costs.ESTIMATOR_KINDS["full"] = plain, kind
+        SPEND_RULES["full"] = rule
 
 
 def _details(detail: str | None, value: Any) -> dict[str, Any]:
