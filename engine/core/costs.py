@@ -36,13 +36,36 @@ class Spend(NamedTuple):
 Estimator = Callable[[Resource, Catalog, dict[str, Any]], Estimate]
 ESTIMATORS: dict[str, Estimator] = {}
 ESTIMATOR_KINDS: dict[str, CostKind] = {}
+# An estimate from the resource's spend, whether its capacity is reserved, and the value of
+# one detail (None when the rule reads none): nothing else, so `estimate` may remember it.
+SpendRule = Callable[[Spend, bool, Any], Estimate]
+SPEND_RULES: dict[str, tuple[SpendRule, str | None]] = {}  # method → rule, the detail it reads
 
 
 def estimator(name: str, kind: CostKind = "none") -> Callable[[Estimator], Estimator]:
     def register(func: Estimator) -> Estimator:
         ESTIMATORS[name] = func
         ESTIMATOR_KINDS[name] = kind
+        SPEND_RULES.pop(name, None)
         return func
+
+    return register
+
+
+def spend_estimator(name: str, kind: CostKind = "none",
+                    detail: str | None = None) -> Callable[[SpendRule], SpendRule]:
+    """Registers `rule` as the estimator `name`. It is given the resource's spend, whether its
+    capacity is reserved, and the finding's `detail` (0.0 when it has none; None without a
+    `detail`), so that `estimate` may remember its estimates by those."""
+    def register(rule: SpendRule) -> SpendRule:
+        def of_resource(resource: Resource, catalog: Catalog, details: dict[str, Any]
+                        ) -> Estimate:
+            return rule(resource_spend(resource, catalog), resource.capacity is Capacity.RESERVED,
+                        details.get(detail, 0.0) if detail else None)
+
+        estimator(name, kind)(of_resource)
+        SPEND_RULES[name] = (rule, detail)
+        return rule
 
     return register
 
@@ -87,7 +110,7 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     if memo is None:
         return _spot_discount(resource, catalog)
     key = (id(catalog), resource.instance_type, resource.region, resource.provider,
-           resource.spot_hourly_usd, resource.hourly_usd)
+           _signed(resource.spot_hourly_usd), _signed(resource.hourly_usd))
     found = memo.discounts.get(key)
     if found is None:
         found = _spot_discount(resource, catalog)
@@ -139,19 +162,65 @@ def _no_compute(resource: Resource) -> str | None:
 
 class _RunMemo:
     """What one evaluation remembers of prices (`remembered_spend`): the last resource priced
-    and its spend, and spot discounts by what they are computed from."""
+    and its spend, and spot discounts and list spends by what they are computed from."""
 
-    __slots__ = ("catalog", "discounts", "resource", "spend")
+    __slots__ = ("catalog", "discounts", "estimates", "list_spends", "resource", "spend")
 
     def __init__(self) -> None:
         self.resource: Resource | None = None
         self.catalog: Catalog | None = None
         self.spend = Spend(None, "")
         self.discounts: dict[tuple[Any, ...], tuple[float, str]] = {}
+        self.list_spends: dict[tuple[Any, ...], Spend] = {}
+        self.estimates: dict[tuple[Any, ...], Estimate] = {}
+
+    def list_spend(self, resource: Resource, catalog: Catalog) -> Spend:
+        """`_list_spend`, remembered by every field it reads: an estate repeats the same type,
+        region, count and capacity thousands of times."""
+        gpu = resource.gpu
+        key = (catalog, resource.instance_type, resource.region, resource.provider,
+               _signed(resource.hourly_usd), _signed(resource.spot_hourly_usd),
+               gpu.model if gpu else None, _signed(gpu.count) if gpu else None,
+               resource.capacity is Capacity.SPOT, resource.count, resource.count_basis)
+        found = self.list_spends.get(key)
+        if found is None:
+            found = _list_spend(resource, catalog)
+            if len(self.list_spends) >= _MAX_SPENDS:
+                self.list_spends.clear()
+            self.list_spends[key] = found
+        return found
+
+    def estimate(self, method: str, resource: Resource, catalog: Catalog,
+                 details: dict[str, Any]) -> Estimate:
+        """`estimate` of a method with a spend rule, remembered by what the rule reads: the
+        findings of one policy on alike resources have the same figure and basis."""
+        rule, detail = SPEND_RULES[method]
+        spend = resource_spend(resource, catalog)
+        reserved = resource.capacity is Capacity.RESERVED
+        value = details.get(detail, 0.0) if detail else None
+        if not spend.monthly_usd or (value is not None and type(value) is not float):
+            # not remembered: a zero or unknown spend (0.0 and -0.0 are one key, yet print
+            # apart), a detail that is no float (1 and True are one key, yet print apart)
+            return _final(method, rule(spend, reserved, value), spend)
+        key = (method, spend, reserved, _signed(value))
+        found = self.estimates.get(key)
+        if found is None:
+            found = _final(method, rule(spend, reserved, value), spend)
+            if len(self.estimates) >= _MAX_ESTIMATES:
+                self.estimates.clear()
+            self.estimates[key] = found
+        return found
+
+
+def _signed(value: float | None) -> object:
+    """`value` as part of a key: 0.0 and -0.0 are equal, but print differently."""
+    return value if value else repr(value)
 
 
 _RUN_MEMO: ContextVar[_RunMemo | None] = ContextVar("gpuwarden_price_memo", default=None)
 _MAX_DISCOUNTS = 4096  # types × regions × live prices: from input, so bounded
+_MAX_SPENDS = 4096  # the same, × counts and GPU models
+_MAX_ESTIMATES = 4096  # spends × methods × detail values
 
 
 @contextmanager
@@ -160,7 +229,7 @@ def remembered_spend() -> Iterator[None]:
     evaluation asks it of one resource about ten times in a row (each policy's estimate, the
     savings cap, the scanned spend). By identity, and only for the run: a changed copy
     (`model_copy(update=...)`) is another object, and nothing outlives the evaluation. Spot
-    discounts are remembered by everything they are computed from."""
+    discounts and spends at list prices are remembered by everything they are computed from."""
     token = _RUN_MEMO.set(_RunMemo())
     try:
         yield
@@ -187,6 +256,12 @@ def _spend_of(resource: Resource, catalog: Catalog) -> Spend:
     billed = _billed_spend(resource, catalog)
     if billed is not None:
         return billed
+    memo = _RUN_MEMO.get()
+    return _list_spend(resource, catalog) if memo is None else memo.list_spend(resource, catalog)
+
+
+def _list_spend(resource: Resource, catalog: Catalog) -> Spend:
+    """The spend of a running resource at its list (or estimated) price."""
     hourly, source = hourly_price(resource, catalog)
     if hourly is None:
         return Spend(None, source)
@@ -233,17 +308,21 @@ def _unpriced(reason: str, kind: CostKind) -> Estimate:
     return Estimate(0.0, f"not priced: {reason}", kind)
 
 
-def _share(resource: Resource, catalog: Catalog, rate: float, why: str) -> Estimate:
+def _share(spend: Spend, reserved: bool, rate: float, why: str) -> Estimate:
     """A saving of `rate` (0-1) of the resource's spend; none on reserved capacity, which is
     billed whether it runs or not (a capacity block, a reservation)."""
-    spend = resource_spend(resource, catalog)
     if spend.monthly_usd is None:
         return _unpriced(spend.basis, "savings")
-    if resource.capacity is Capacity.RESERVED:
+    if reserved:
         return Estimate(0.0, f"{spend.basis}; reserved capacity is billed either way: "
                              f"{why} saves nothing until the reservation is released", "savings")
     rate = min(1.0, max(0.0, rate))
     return Estimate(spend.monthly_usd * rate, f"{spend.basis} × {why}", "savings")
+
+
+def _share_of(resource: Resource, catalog: Catalog, rate: float, why: str) -> Estimate:
+    return _share(resource_spend(resource, catalog), resource.capacity is Capacity.RESERVED,
+                  rate, why)
 
 
 @estimator("none")
@@ -251,19 +330,17 @@ def no_cost(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Es
     return Estimate(0.0, "no direct cost")
 
 
-@estimator("full")
-def full_cost(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
+@spend_estimator("full")
+def full_cost(spend: Spend, reserved: bool, _: None) -> Estimate:
     """The resource's whole spend, for context: no total adds it (kind `none`)."""
-    spend = resource_spend(resource, catalog)
     if spend.monthly_usd is None:
         return _unpriced(spend.basis, "none")
     return Estimate(spend.monthly_usd, spend.basis)
 
 
-@estimator("unallocated-spend", kind="unallocated")
-def unallocated_spend(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
+@spend_estimator("unallocated-spend", kind="unallocated")
+def unallocated_spend(spend: Spend, reserved: bool, _: None) -> Estimate:
     """The resource's whole spend, which has no owner: not a saving."""
-    spend = resource_spend(resource, catalog)
     if spend.monthly_usd is None:
         return _unpriced(spend.basis, "unallocated")
     return Estimate(spend.monthly_usd, f"{spend.basis} with no owner", "unallocated")
@@ -272,23 +349,22 @@ def unallocated_spend(resource: Resource, catalog: Catalog, details: dict[str, A
 @estimator("spot-savings", kind="savings")
 def spot_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
     if resource.capacity is Capacity.SPOT:
-        return _share(resource, catalog, 0.0, "0% (already spot)")
+        return _share_of(resource, catalog, 0.0, "0% (already spot)")
     discount, why = spot_discount(resource, catalog)
-    return _share(resource, catalog, discount, why)
+    return _share_of(resource, catalog, discount, why)
 
 
-@estimator("offhours-share", kind="savings")
-def offhours_share(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
-    share = float(details.get("off_fraction", 0.0))
-    return _share(resource, catalog, share, f"off-hours share {share:.0%} of the week")
+@spend_estimator("offhours-share", kind="savings", detail="off_fraction")
+def offhours_share(spend: Spend, reserved: bool, off_fraction: Any) -> Estimate:
+    share = float(off_fraction)
+    return _share(spend, reserved, share, f"off-hours share {share:.0%} of the week")
 
 
-@estimator("idle-share", kind="savings")
-def idle_share(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
+@spend_estimator("idle-share", kind="savings", detail="average_activity_pct")
+def idle_share(spend: Spend, reserved: bool, average_activity_pct: Any) -> Estimate:
     """The GPU's price for the idle share of its time (100% − average activity)."""
-    activity = float(details.get("average_activity_pct", 0.0))
-    idle = max(0.0, 1.0 - activity / 100.0)
-    return _share(resource, catalog, idle, f"idle share {idle:.0%}")
+    idle = max(0.0, 1.0 - float(average_activity_pct) / 100.0)
+    return _share(spend, reserved, idle, f"idle share {idle:.0%}")
 
 
 @estimator("mig-savings", kind="savings")
@@ -297,8 +373,8 @@ def mig_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -
     if fraction is None:
         return _unpriced("no fitting MIG profile known yet", "savings")
     saved = 1.0 - float(fraction)
-    return _share(resource, catalog, saved,
-                  f"{saved:.0%} of the GPU freed by {details.get('mig_profile')}")
+    return _share_of(resource, catalog, saved,
+                     f"{saved:.0%} of the GPU freed by {details.get('mig_profile')}")
 
 
 def cost_kind(method: str) -> CostKind:
@@ -310,12 +386,20 @@ def estimate(
 ) -> Estimate:
     """The method's estimate, its kind set from the method; a saving never exceeds the
     resource's spend (a stopped instance saves nothing by moving to spot)."""
+    memo = _RUN_MEMO.get() if method in SPEND_RULES else None
+    if memo is not None:
+        return memo.estimate(method, resource, catalog, details)
     result = ESTIMATORS[method](resource, catalog, details)
+    return _final(method, result, resource_spend(resource, catalog)
+                  if ESTIMATOR_KINDS.get(method) == "savings" else None)
+
+
+def _final(method: str, result: Estimate, spend: Spend | None) -> Estimate:
+    """`result` rounded to cents, of the method's kind, a saving capped at `spend`."""
     kind = ESTIMATOR_KINDS.get(method, "none")  # `cost_kind`, without a call per finding
     usd = result.monthly_usd
-    if kind == "savings":
-        spend = resource_spend(resource, catalog).monthly_usd
-        if spend is not None and usd > spend:
-            return Estimate(round(spend, 2), f"{result.basis}, capped at its spend "
-                                             f"{_usd(spend)}/month", kind)
+    if kind == "savings" and spend is not None and spend.monthly_usd is not None \
+            and usd > spend.monthly_usd:
+        return Estimate(round(spend.monthly_usd, 2), f"{result.basis}, capped at its spend "
+                                                     f"{_usd(spend.monthly_usd)}/month", kind)
     return Estimate(round(usd, 2), result.basis, kind)
