@@ -1,0 +1,88 @@
+"""Checks remember what they worked out (a schedule's answer at the evaluation instant, ...):
+whatever was asked before, a check that remembers must answer what a fresh one answers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core import offhours
+from engine.core.catalog import builtin_catalog
+from engine.core.checks import off_hours
+from engine.core.conditions import Condition, EvalContext, compile_condition
+from engine.core.model import Resource
+
+_CATALOG = builtin_catalog()
+_OFFHOURS_PARAMS = {"default_schedule": "off=(M-F,19);on=(M-F,7);tz=utc",
+                    "schedule_tag": "gpuwarden-offhours"}
+_SCHEDULES = [
+    "", "off", "on", "off=(M-F,19);on=(M-F,7);tz=pt", "off=(M-F,19);on=(M-F,7);tz=PT",
+    "off=[(M-F,21),(U,18)];on=(M-F,6)", "offu3du28M-Fu2c19u29", "off=(S,0);on=disabled",
+    "off=(M-F,19);tz=Europe/Berlin", "not a schedule", "off=(X,19)", "tz=nowhere",
+]
+# Monday 2026-11-30, at every few hours of a week and across the spring DST change in Berlin
+_INSTANTS = [datetime(2026, 11, 30, tzinfo=UTC) + timedelta(hours=hours)
+             for hours in range(0, 7 * 24, 5)] + [datetime(2026, 3, 29, 1, 30, tzinfo=UTC)]
+
+
+def _resource(schedule: str, on_annotation: bool) -> Resource:
+    where = "annotations" if on_annotation else "tags"
+    return Resource.model_validate({
+        "provider": "kubernetes", "kind": "Deployment", "category": "workload", "id": "w",
+        "name": "w", "state": "running", where: {"gpuwarden-offhours": schedule},
+    })
+
+
+def _offhours() -> Condition:
+    return compile_condition({"offhours": {}}, _OFFHOURS_PARAMS)
+
+
+def _answers(condition: Condition, resource: Resource, now: datetime
+             ) -> tuple[Any, dict[str, Any]]:
+    ctx = EvalContext(now=now, catalog=_CATALOG)
+    return condition.test(resource, ctx), condition.evidence(resource, ctx)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_SCHEDULES), st.booleans(),
+                          st.sampled_from(_INSTANTS), st.booleans()), max_size=30))
+def test_offhours_answers_what_a_fresh_check_answers(
+        asked: list[tuple[str, bool, datetime, bool]]) -> None:
+    """Asked in any order, at instants that change (as equal copies or not), the check that
+    remembers says what a check asked once says."""
+    remembering = _offhours()
+    for schedule, on_annotation, instant, copied in asked:
+        now = instant.replace() if copied else instant  # an equal instant, another object
+        resource = _resource(schedule, on_annotation)
+        assert _answers(remembering, resource, now) == _answers(_offhours(), resource, now)
+
+
+@given(st.sampled_from(_SCHEDULES[3:9]), st.sampled_from(_INSTANTS))
+def test_offhours_says_what_the_schedule_says(schedule: str, now: datetime) -> None:
+    off, evidence = _answers(_offhours(), _resource(schedule, False), now)
+    parsed = offhours.parse_schedule(schedule)
+    assert off == parsed.is_off(now)
+    assert evidence["schedule"] == schedule
+    assert evidence["off_fraction"] == parsed.off_fraction()
+
+
+def test_offhours_evidence_is_the_callers_to_change() -> None:
+    check, resource = _offhours(), _resource("", False)
+    _answers(check, resource, _INSTANTS[0])[1]["schedule"] = "changed"
+    assert _answers(check, resource, _INSTANTS[0])[1]["schedule"] != "changed"
+
+
+def test_offhours_remembers_a_bounded_number_of_short_schedules() -> None:
+    check = _offhours()
+    now = _INSTANTS[0]
+    long_text = "off=(M-F,19);" + " " * off_hours._MAX_REMEMBERED_CHARS
+    for index in range(off_hours._MAX_REMEMBERED + 10):
+        padded = f"off=(M-F,{index % 24}){' ' * (index // 24)};on=(M-F,7)"  # all different
+        _answers(check, _resource(padded, False), now)
+    assert _answers(check, _resource(long_text, False), now)[0] is not None
+    remembered = check._answers[1]  # type: ignore[attr-defined]
+    assert 0 < len(remembered) <= off_hours._MAX_REMEMBERED
+    assert all(len(text) <= off_hours._MAX_REMEMBERED_CHARS for text in remembered)
