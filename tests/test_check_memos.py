@@ -1,5 +1,6 @@
-"""Checks remember what they worked out (a schedule's answer at the evaluation instant, ...):
-whatever was asked before, a check that remembers must answer what a fresh one answers."""
+"""Checks remember what they worked out (a schedule's answer at the evaluation instant, ...)
+or take a shortcut (required tags spelled as required): whatever was asked before, a check
+that remembers must answer what a fresh one answers, and a shortcut what the long way does."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from engine.core import offhours
 from engine.core.catalog import builtin_catalog
 from engine.core.checks import off_hours
 from engine.core.conditions import Condition, EvalContext, compile_condition
+from engine.core.labels import missing_tags, normalize_key
 from engine.core.model import Resource
 
 _CATALOG = builtin_catalog()
@@ -86,3 +88,16 @@ def test_offhours_remembers_a_bounded_number_of_short_schedules() -> None:
     remembered = check._answers[1]  # type: ignore[attr-defined]
     assert 0 < len(remembered) <= off_hours._MAX_REMEMBERED
     assert all(len(text) <= off_hours._MAX_REMEMBERED_CHARS for text in remembered)
+
+
+_TAG_KEYS = ["team", "Team", " TEAM", "project", "cost-center", "cost_center", "Cost_Center",
+             "owner", "env"]
+
+
+@given(st.dictionaries(st.sampled_from(_TAG_KEYS), st.sampled_from(["", "  ", "x", "ml"])),
+       st.lists(st.sampled_from(_TAG_KEYS), max_size=4))
+def test_missing_tags_are_those_no_normalized_key_with_a_value_matches(
+        tags: dict[str, str], required: list[str]) -> None:
+    present = {normalize_key(key) for key, value in tags.items() if value.strip()}
+    assert missing_tags(tags, required) == [key for key in required
+                                            if normalize_key(key) not in present]

@@ -209,5 +209,10 @@ def protection(policy: str, tags: Mapping[str, object],
 
 
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
+    """The required keys no tag with a value matches (`normalize_key`), in their order."""
+    # Most tagged resources spell the keys as required: those need no normalizing.
+    unmatched = [key for key in required if not str(tags.get(key, "")).strip()]
+    if not unmatched:
+        return unmatched
     present = {normalize_key(key) for key, value in tags.items() if str(value).strip()}
-    return [key for key in required if normalize_key(key) not in present]
+    return [key for key in unmatched if normalize_key(key) not in present]
