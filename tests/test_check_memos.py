@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +102,13 @@ def test_missing_tags_are_those_no_normalized_key_with_a_value_matches(
     present = {normalize_key(key) for key, value in tags.items() if value.strip()}
     assert missing_tags(tags, required) == [key for key in required
                                             if normalize_key(key) not in present]
+
+
+@pytest.mark.parametrize("path", ["tags", "encrypted", "customer_key", "checkpoint_uri"])
+@pytest.mark.parametrize("marked", [(), ("tags",), ("encrypted", "gpu"), ("customer_key",),
+                                    ("checkpoint_uri",), ("tags.team",)])
+def test_a_field_without_parents_is_unknown_exactly_when_marked(path: str,
+                                                                marked: tuple[str, ...]) -> None:
+    """The checks read these marks directly instead of through `Resource.is_unknown`."""
+    resource = _resource("", False).model_copy(update={"unknown": frozenset(marked)})
+    assert resource.is_unknown(path) == (path in resource.unknown)

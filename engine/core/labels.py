@@ -127,7 +127,7 @@ def is_production(resource: Resource) -> Tri:
     last, answer = _last_production
     if last is resource:
         return answer
-    if resource.is_unknown("tags"):
+    if "tags" in resource.unknown:
         answer = None
     else:
         answer = _production_by(resource.tags)
@@ -151,7 +151,7 @@ def _environment_labels(labels: Mapping[str, object]) -> list[tuple[str, object]
 
 def production_reason(resource: Resource) -> str:
     """Why the resource counts as production (or unknown), for a finding's remediation."""
-    if resource.is_unknown("tags"):
+    if "tags" in resource.unknown:
         return "its tags are not known yet"
     return environment(resource.tags, resource.namespace_labels).reason
 

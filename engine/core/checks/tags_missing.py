@@ -42,12 +42,12 @@ class TagsMissing(Check):
         return resource.tags
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if resource.is_unknown("tags"):
+        if "tags" in resource.unknown:
             return None
         return bool(missing_tags(self._tags(resource), self.required))
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.is_unknown("tags"):
+        if "tags" in resource.unknown:
             return {"unknown": ["tags"]}
         tags = self._tags(resource)
         missing = missing_tags(tags, self.required)
