@@ -1,9 +1,11 @@
 """Checks remember what they worked out (a schedule's answer at the evaluation instant, ...)
-or take a shortcut (required tags spelled as required): whatever was asked before, a check
-that remembers must answer what a fresh one answers, and a shortcut what the long way does."""
+or take a shortcut (required tags spelled as required, no exemption among keys met before):
+whatever was asked before, a check that remembers must answer what a fresh one answers, and a
+shortcut what the long way does."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +17,7 @@ from engine.core import offhours
 from engine.core.catalog import builtin_catalog
 from engine.core.checks import off_hours
 from engine.core.conditions import Condition, EvalContext, compile_condition
-from engine.core.labels import missing_tags, normalize_key
+from engine.core.labels import EXEMPT_KEYS, canonical, exempt_policies, missing_tags, normalize_key
 from engine.core.model import Resource
 
 _CATALOG = builtin_catalog()
@@ -112,3 +114,25 @@ def test_a_field_without_parents_is_unknown_exactly_when_marked(path: str,
     """The checks read these marks directly instead of through `Resource.is_unknown`."""
     resource = _resource("", False).model_copy(update={"unknown": frozenset(marked)})
     assert resource.is_unknown(path) == (path in resource.unknown)
+
+
+_LABEL_KEYS = ["team", "env", "Name", "gpuwarden-exempt", "GPUWARDEN_EXEMPT", "gpuwarden.io/exempt",
+               "example.com/exempt", "exempt"]
+_LABELS = st.dictionaries(st.sampled_from(_LABEL_KEYS),
+                          st.sampled_from(["", "all", "gpu-idle, gpu-spot-required", "x"]))
+
+
+def _exempt_the_long_way(*sources: dict[str, str]) -> set[str]:
+    wanted = {normalize_key(key) for key in EXEMPT_KEYS}
+    return {part for source in sources for key, value in source.items()
+            if normalize_key(key) in wanted and value
+            for part in re.split(r"[\s,_]+", canonical(value)) if part}
+
+
+@given(st.lists(st.tuples(_LABELS, _LABELS), max_size=20))
+def test_exemptions_are_what_reading_every_key_finds(
+        asked: list[tuple[dict[str, str], dict[str, str]]]) -> None:
+    """Whatever keys were met before (remembered as no exemption keys)."""
+    for tags, notes in asked:
+        resource = _resource("", False).model_copy(update={"tags": tags, "annotations": notes})
+        assert exempt_policies(resource) == _exempt_the_long_way(tags, notes)
