@@ -136,3 +136,39 @@ def test_exemptions_are_what_reading_every_key_finds(
     for tags, notes in asked:
         resource = _resource("", False).model_copy(update={"tags": tags, "annotations": notes})
         assert exempt_policies(resource) == _exempt_the_long_way(tags, notes)
+
+
+def _tags_missing() -> Condition:
+    return compile_condition({"tags-missing": {"billing": True}},
+                             {"required_tags": ["team", "project", "cost-center"]})
+
+
+def _tagged(tags: dict[str, str], billing_tags: dict[str, str] | None) -> Resource:
+    return _resource("", False).model_copy(update={"tags": tags, "billing_tags": billing_tags})
+
+
+_TAGS = st.dictionaries(st.sampled_from(_TAG_KEYS), st.sampled_from(["", "x", "ml"]), max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_TAGS, st.none() | _TAGS, st.booleans()), max_size=20))
+def test_tags_missing_answers_what_a_fresh_check_answers(
+        asked: list[tuple[dict[str, str], dict[str, str] | None, bool]]) -> None:
+    """Tested or not before its evidence is asked, on tags the last test saw or others."""
+    remembering = _tags_missing()
+    ctx = EvalContext(now=_INSTANTS[0], catalog=_CATALOG)
+    for tags, billing_tags, tested in asked:
+        resource = _tagged(tags, billing_tags)
+        if tested:
+            assert remembering.test(resource, ctx) == _tags_missing().test(resource, ctx)
+        evidence = remembering.evidence(resource, ctx)
+        assert evidence == _tags_missing().evidence(resource, ctx)
+        evidence.get("missing_tags", []).append("changed")  # the caller's to change
+
+
+def test_tags_missing_remembers_tags_as_they_were_tested() -> None:
+    check, ctx = _tags_missing(), EvalContext(now=_INSTANTS[0], catalog=_CATALOG)
+    resource = _tagged({"team": "ml"}, None)
+    assert check.test(resource, ctx) is True
+    resource.tags["project"] = "p"  # changed in place after the test
+    assert check.evidence(resource, ctx)["missing_tags"] == ["cost-center"]
