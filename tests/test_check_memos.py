@@ -1,7 +1,7 @@
 """Checks remember what they worked out (a schedule's answer at the evaluation instant, ...)
-or take a shortcut (required tags spelled as required, no exemption among keys met before):
-whatever was asked before, a check that remembers must answer what a fresh one answers, and a
-shortcut what the long way does."""
+or take a shortcut (required tags spelled as required, no exemption among keys met before,
+whether telemetry decides without the words why not): whatever was asked before, a check that
+remembers must answer what a fresh one answers, and a shortcut what the long way does."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 from engine.core import offhours
 from engine.core.catalog import builtin_catalog
 from engine.core.checks import off_hours
+from engine.core.checks.activity_below import ActivityBelow
+from engine.core.checks.right_size import RightSize
 from engine.core.conditions import Condition, EvalContext, compile_condition
 from engine.core.labels import EXEMPT_KEYS, canonical, exempt_policies, missing_tags, normalize_key
-from engine.core.model import Resource
+from engine.core.model import Resource, Telemetry
 
 _CATALOG = builtin_catalog()
 _OFFHOURS_PARAMS = {"default_schedule": "off=(M-F,19);on=(M-F,7);tz=utc",
@@ -172,3 +174,27 @@ def test_tags_missing_remembers_tags_as_they_were_tested() -> None:
     assert check.test(resource, ctx) is True
     resource.tags["project"] = "p"  # changed in place after the test
     assert check.evidence(resource, ctx)["missing_tags"] == ["cost-center"]
+
+
+_TELEMETRY = st.none() | st.builds(
+    Telemetry, average_activity_pct=st.none() | st.sampled_from([0.0, 4.9, 5.0, 60.0]),
+    samples=st.sampled_from([0, 1, 12]), window_seconds=st.sampled_from([0, 3599, 3600, 604800]),
+    peak_memory_gib=st.none() | st.just(3.0), reason=st.none() | st.just("stale samples"))
+
+
+@given(_TELEMETRY)
+def test_activity_decides_exactly_when_no_reason_says_why_not(telemetry: Telemetry | None) -> None:
+    check = compile_condition({"activity-below": {}}, {"threshold_pct": 5, "window": "1h"})
+    assert isinstance(check, ActivityBelow)
+    resource = _resource("", False).model_copy(update={"telemetry": telemetry})
+    decided = check.test(resource, EvalContext(now=_INSTANTS[0], catalog=_CATALOG)) is not None
+    assert decided == (check._undecided(telemetry) is None)
+
+
+@given(_TELEMETRY)
+def test_right_size_judges_telemetry_exactly_when_no_reason_says_why_not(
+        telemetry: Telemetry | None) -> None:
+    check = compile_condition({"right-size": {}}, {"window": "1h", "memory_threshold_pct": 50,
+                                                   "legacy_busy_pct": 50})
+    assert isinstance(check, RightSize)
+    assert (check._judged(telemetry) is not None) == (check._why_undecided(telemetry) is None)
