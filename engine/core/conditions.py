@@ -291,7 +291,7 @@ class ValueCondition(Condition):
         return _matches(self.op, actual, self.expected, self.pattern)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.is_unknown(self.path) or self.get(resource) is _UNKNOWN:
+        if (resource.unknown and resource.is_unknown(self.path)) or self.get(resource) is _UNKNOWN:
             return {"unknown": [self.path]}
         return {}
 

@@ -127,7 +127,7 @@ def is_production(resource: Resource) -> Tri:
     last, answer = _last_production
     if last is resource:
         return answer
-    if resource.is_unknown("tags"):
+    if "tags" in resource.unknown:
         answer = None
     else:
         answer = _production_by(resource.tags)
@@ -151,7 +151,7 @@ def _environment_labels(labels: Mapping[str, object]) -> list[tuple[str, object]
 
 def production_reason(resource: Resource) -> str:
     """Why the resource counts as production (or unknown), for a finding's remediation."""
-    if resource.is_unknown("tags"):
+    if "tags" in resource.unknown:
         return "its tags are not known yet"
     return environment(resource.tags, resource.namespace_labels).reason
 
@@ -183,7 +183,13 @@ def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
 
 def exempt_policies(resource: Resource) -> frozenset[str]:
     """Policy ids (or `all`) a resource is exempted from by tag, label or annotation."""
-    return exempt_ids(resource.tags, resource.annotations)
+    tags, annotations = resource.tags, resource.annotations
+    if _NOT_EXEMPT_KEYS.issuperset(tags) and _NOT_EXEMPT_KEYS.issuperset(annotations):
+        return _NO_IDS  # what exempt_ids answers, asked of nearly every resource: at once
+    return exempt_ids(tags, annotations)
+
+
+_NO_IDS: frozenset[str] = frozenset()
 
 
 def is_exempt(resource: Resource, policy_id: str) -> bool:
@@ -209,5 +215,10 @@ def protection(policy: str, tags: Mapping[str, object],
 
 
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
+    """The required keys no tag with a value matches (`normalize_key`), in their order."""
+    # Most tagged resources spell the keys as required: those need no normalizing.
+    unmatched = [key for key in required if not str(tags.get(key, "")).strip()]
+    if not unmatched:
+        return unmatched
     present = {normalize_key(key) for key, value in tags.items() if str(value).strip()}
-    return [key for key in required if normalize_key(key) not in present]
+    return [key for key in unmatched if normalize_key(key) not in present]

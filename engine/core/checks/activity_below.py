@@ -44,9 +44,10 @@ class ActivityBelow(Check):
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         telemetry = resource.telemetry
-        if telemetry is None or self._undecided(telemetry) is not None:
+        # undecided exactly when `_undecided` gives a reason, without putting it into words
+        if telemetry is None or telemetry.average_activity_pct is None \
+                or telemetry.samples == 0 or telemetry.window_seconds < self.window:
             return None
-        assert telemetry.average_activity_pct is not None
         return telemetry.average_activity_pct < self.threshold
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:

@@ -38,7 +38,7 @@ class CheckpointMissing(Check):
         return [p for p in paths if any(fnmatch.fnmatchcase(p.lower(), g) for g in self.globs)]
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if resource.is_unknown("checkpoint_uri"):
+        if "checkpoint_uri" in resource.unknown:
             return None
         if resource.checkpoint_uri:
             return False
@@ -49,7 +49,7 @@ class CheckpointMissing(Check):
         return not (resource.workload.checkpoint or self.matching_mounts(resource))
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.is_unknown("checkpoint_uri"):
+        if "checkpoint_uri" in resource.unknown:
             return {"unknown": ["checkpoint_uri"]}
         if resource.category is Category.WORKLOAD and resource.workload is None:
             return {"unknown": ["workload"]}

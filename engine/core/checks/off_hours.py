@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,12 +12,23 @@ from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, r
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
-_MAX_REMEMBERED = 1024  # instants × schedules whose next transitions are kept
+# Answers kept per evaluation instant: a few schedules tag a whole estate. Bounded in number,
+# and only schedules of a sane length are kept (tag values are user input).
+_MAX_REMEMBERED = 1024
+_MAX_REMEMBERED_CHARS = 256
 
 
 class _OffhoursArgs(CheckArgs):
     default_param: str = "default_schedule"
     tag_param: str = "schedule_tag"
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What one schedule says at one instant: the verdict and the evidence of a finding."""
+
+    off: Tri
+    evidence: Mapping[str, Any]
 
 
 @register_check
@@ -32,45 +44,50 @@ class OffHours(Check):
         super().__init__(args, params)
         self.default = offhours.parse_schedule(str(param_value(params, args.default_param, None)))
         self.tag = str(param_value(params, args.tag_param, None))
-        self._transitions: dict[tuple[str, datetime], list[tuple[datetime, str]]] = {}
-        self._schedules: dict[str, offhours.Schedule | None] = {}
+        # The instant answered for and the answers by schedule text ("" for the default),
+        # swapped as one so that an evaluation at another instant never reads them.
+        self._answers: tuple[datetime | None, dict[str, _Answer]] = (None, {})
 
-    def schedule_for(self, resource: Resource) -> offhours.Schedule | None:
-        text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
-        if not text:
-            return self.default
-        if text not in self._schedules:  # a few schedules tag many resources: parsed once
-            if len(self._schedules) > _MAX_REMEMBERED:
-                self._schedules.clear()
-            self._schedules[text] = _parsed(text)
-        return self._schedules[text]
+    def schedule_text(self, resource: Resource) -> str:
+        """The resource's schedule tag (or annotation); "" when it has none."""
+        return resource.tags.get(self.tag) or resource.annotations.get(self.tag) or ""
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        schedule = self.schedule_for(resource)
-        return None if schedule is None else schedule.is_off(ctx.now)
-
-    def _upcoming(self, schedule: offhours.Schedule, now: datetime) -> list[tuple[datetime, str]]:
-        """Next "on" transitions; most resources share a schedule, so remember per instant."""
-        key = (schedule.text, now)
-        if key not in self._transitions:
-            if len(self._transitions) > _MAX_REMEMBERED:
-                self._transitions.clear()
-            self._transitions[key] = [
-                t for t in schedule.next_transitions(now, 2) if t[1] == "on"
-            ]
-        return self._transitions[key]
+        return self._answer(self.schedule_text(resource), ctx.now).off
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        schedule = self.schedule_for(resource)
+        return dict(self._answer(self.schedule_text(resource), ctx.now).evidence)
+
+    def _answer(self, text: str, now: datetime) -> _Answer:
+        """`_answer_at`, remembered per instant and schedule text."""
+        answered_at, answers = self._answers
+        if answered_at is not now:  # the same instant object throughout an evaluation
+            answers = {}
+            self._answers = (now, answers)
+        answer = answers.get(text)
+        if answer is None:
+            answer = self._answer_at(text, now)
+            if len(text) <= _MAX_REMEMBERED_CHARS:
+                if len(answers) >= _MAX_REMEMBERED:
+                    answers.clear()
+                answers[text] = answer
+        return answer
+
+    def _answer_at(self, text: str, now: datetime) -> _Answer:
+        schedule = self._schedule(text)
         if schedule is None:
-            text = resource.tags.get(self.tag) or resource.annotations.get(self.tag)
-            return {"schedule_error": f"its {self.tag} tag {text!r} is not a valid schedule"}
-        upcoming = self._upcoming(schedule, ctx.now)
-        return {
+            error = f"its {self.tag} tag {text!r} is not a valid schedule"
+            return _Answer(None, {"schedule_error": error})
+        upcoming = [t for t in schedule.next_transitions(now, 2) if t[1] == "on"]
+        return _Answer(schedule.is_off(now), {
             "schedule": schedule.text,
             "off_fraction": schedule.off_fraction(),
             "back_on_at": upcoming[0][0].isoformat() if upcoming else None,
-        }
+        })
+
+    def _schedule(self, text: str) -> offhours.Schedule | None:
+        """The schedule a text names (the default for ""); None when it is not a valid one."""
+        return _parsed(text) if text else self.default
 
 
 def _parsed(text: str) -> offhours.Schedule | None:

@@ -55,8 +55,11 @@ class RightSize(Check):
         return window_shortfall(telemetry, self.window)
 
     def _judged(self, telemetry: Telemetry | None) -> Telemetry | None:
-        """The telemetry when it can decide."""
-        return telemetry if self._why_undecided(telemetry) is None else None
+        """The telemetry when it can decide: when `_why_undecided` gives no reason, without
+        putting one into words."""
+        if telemetry is None or telemetry.samples == 0 or telemetry.window_seconds < self.window:
+            return None
+        return telemetry
 
     # the two cases -----------------------------------------------------------------------
 

@@ -33,8 +33,11 @@ class TagsMissing(Check):
         required = args.tags if args.tags is not None else param_value(params, args.param, None)
         if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
             raise ValueError("required tags must be a list of strings")
-        self.required: list[str] = required
+        self.required: list[str] = list(required)
         self.billing = args.billing
+        # Tags (a copy, matched by content) and the required keys they miss: those the last
+        # failing test saw, as its finding's evidence asks of the same tags next.
+        self._last_missing: tuple[dict[str, str], list[str]] = ({}, missing_tags({}, self.required))
 
     def _tags(self, resource: Resource) -> dict[str, str]:
         if self.billing and resource.billing_tags is not None:
@@ -42,15 +45,24 @@ class TagsMissing(Check):
         return resource.tags
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if resource.is_unknown("tags"):
+        if "tags" in resource.unknown:
             return None
-        return bool(missing_tags(self._tags(resource), self.required))
-
-    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.is_unknown("tags"):
-            return {"unknown": ["tags"]}
         tags = self._tags(resource)
         missing = missing_tags(tags, self.required)
+        if missing:
+            self._last_missing = (dict(tags), missing)
+        return bool(missing)
+
+    def _missing(self, tags: dict[str, str]) -> list[str]:
+        """`missing_tags`, as the last failing test found it when it tested these tags."""
+        last_tags, missing = self._last_missing
+        return list(missing) if tags == last_tags else missing_tags(tags, self.required)
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        if "tags" in resource.unknown:
+            return {"unknown": ["tags"]}
+        tags = self._tags(resource)
+        missing = self._missing(tags)
         evidence: dict[str, Any] = {"missing_tags": missing}
         if tags is resource.tags:  # each missing key is missing from the tags themselves
             return evidence

@@ -30,17 +30,17 @@ class Unencrypted(Check):
         self.require_customer_key = bool(param_value(params, args.customer_key_param, False))
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        if resource.is_unknown("encrypted") or resource.encrypted is None:
+        if "encrypted" in resource.unknown or resource.encrypted is None:
             return None
         if not resource.encrypted:
             return True
         if not self.require_customer_key:
             return False
-        if resource.is_unknown("customer_key") or resource.customer_key is None:
+        if "customer_key" in resource.unknown or resource.customer_key is None:
             return None
         return not resource.customer_key
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        if resource.encrypted is None or resource.is_unknown("encrypted"):
+        if resource.encrypted is None or "encrypted" in resource.unknown:
             return {"unknown": ["encrypted"]}
         return {"encrypted": resource.encrypted, "customer_key": resource.customer_key}
