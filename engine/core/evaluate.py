@@ -123,8 +123,8 @@ class _Step:
     policy: CompiledPolicy
     scope: Condition | None  # its scope, less the `has-gpu` test that state already answers
     out_of_scope: bool  # no verdict (n/a): scoped to GPUs and the resource holds none
-    # The conditions whose evidence a failing finding shows: its scope held, so a scope of
-    # conditions that speak only of unknowns has nothing to add.
+    # The conditions whose evidence a failing finding shows: its scope and violation held, so
+    # either one made of conditions that speak only of unknowns has nothing to add.
     fail_evidence: tuple[Condition, ...]
 
 
@@ -138,6 +138,8 @@ def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
 def _fail_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
     if policy.scope is not None and not quiet_when_held(policy.scope):
         return policy.evidence_nodes
+    if quiet_when_held(policy.violation):
+        return ()  # it held too: nothing of either to show
     return tuple(node for node in walk(policy.violation)
                  if type(node).evidence is not Condition.evidence)
 
