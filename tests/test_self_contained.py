@@ -20,6 +20,7 @@ NOT_PROJECT = {".git", ".tools", ".ruff_cache", ".mypy_cache", ".pytest_cache", 
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".json", ".sh", ".tf", ".txt", ".cfg",
                  ".ini", ".j2", ".html", ".rego", ".csv", ""}
 THIRD_PARTY = REPO / "tests" / "data"
+BENCH_OUTPUT = REPO / "bench" / "out"  # what benchmarks write (git-ignored: venvs, plans)
 SHARED = "../" + "shared"  # spelled in two parts so this file does not match itself
 # Machine paths that only exist on the machine a file was written on.
 MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home/[\w.-]+|Users/[\w.-]+)/")
@@ -27,7 +28,8 @@ MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home/[\w.-]+|Users/[\w.-]+
 
 def project_files() -> Iterator[Path]:
     for root, dirs, files in os.walk(REPO):
-        dirs[:] = [d for d in dirs if d not in NOT_PROJECT and not d.endswith(".egg-info")]
+        dirs[:] = [d for d in dirs if d not in NOT_PROJECT and not d.endswith(".egg-info")
+                   and Path(root) / d != BENCH_OUTPUT]
         for name in files:
             path = Path(root) / name
             if path.suffix in TEXT_SUFFIXES or name in {"run", "Dockerfile"}:
