@@ -493,22 +493,30 @@ UNREAD_KIND = "kind"
 
 
 def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
-    unknown = tuple(sorted(set(details.get("unknown", []))))
+    # Keyed by the unknown paths as the evidence lists them (repeats and order included): the
+    # same few lists recur, and sorting them is left to the first of each.
+    unknown = tuple(details.get("unknown", ()))
     unread = "gpu" in unknown and UNREAD_KIND in resource.unknown
-    reasons = tuple([str(value) if value else None
-                     for value in map(details.get, _REASON_DETAILS)])
+    reasons = _reasons(details) if not details.keys().isdisjoint(_REASON_DETAILS) else _NO_REASONS
     key = (unknown, reasons, resource.kind if unread else None)
     why = _UNKNOWN_WHY.get(key)
     if why is None:
-        why = _why_unknown(unknown, reasons, resource.kind if unread else None)
+        why = _why_unknown(tuple(sorted(set(unknown))), reasons,
+                           resource.kind if unread else None)
         if len(_UNKNOWN_WHY) >= _MAX_UNKNOWN_WHY:
             _UNKNOWN_WHY.clear()
         _UNKNOWN_WHY[key] = why
     return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
 
 
+def _reasons(details: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The evidence that says why, as the message prints it (None: none given)."""
+    return tuple([str(value) if value else None for value in map(details.get, _REASON_DETAILS)])
+
+
 # Evidence that says why a value is unknown, in the order the message gives it.
 _REASON_DETAILS = ("schedule_error", "telemetry_reason", "unknown_reason")
+_NO_REASONS: tuple[str | None, ...] = (None,) * len(_REASON_DETAILS)
 # Why, by what it is made of: a few combinations cover a whole estate.
 _UNKNOWN_WHY: dict[tuple[Any, ...], str] = {}
 _MAX_UNKNOWN_WHY = 1024
