@@ -1,20 +1,31 @@
 """The finding path's shortcuts give what the long way gives: an unknown finding's message is
 remembered by the unknown paths as its evidence lists them, and says what the sorted set of
-them and its reasons say."""
+them and its reasons say; an unknown finding whose scope held shows what all its evidence
+shows."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.core import evaluate
-from engine.core.evaluate import _REASON_DETAILS, _UNKNOWN_REASONS, UNREAD_KIND, _why_unknown
-from engine.core.model import Resource
+from engine.core.conditions import EvalContext
+from engine.core.evaluate import (
+    _REASON_DETAILS,
+    _UNKNOWN_REASONS,
+    UNREAD_KIND,
+    Engine,
+    _why_unknown,
+)
+from engine.core.model import GpuSpec, Resource
 from engine.core.policy import CompiledPolicy
 from engine.loading.policies import load_policies
+from tests.conftest import BUSINESS_HOURS, OFF_HOURS
+from tests.test_engine_steps import _plain_loop, _row
 
 Make = Callable[..., Resource]
 
@@ -47,3 +58,38 @@ def test_an_unknown_message_is_what_its_paths_and_reasons_say(
         details["unknown"] = paths
     assert evaluate._unknown_message(_POLICY, resource, details) == _expected(resource, details)
     assert len(evaluate._UNKNOWN_WHY) <= evaluate._MAX_UNKNOWN_WHY
+
+
+def _unknown_estate(make: Make) -> list[Resource]:
+    """Scopes that hold, are unknown or fail, with violations unknown (ones that speak only
+    then among them), held or not."""
+    tag_sets: list[dict[str, str]] = [{}, {"env": "dev"}, {"env": "prod"},
+                                      {"team": "ml", "project": "p", "cost-center": "1"}]
+    shapes: list[dict[str, Any]] = [
+        {"instance_type": "p3.2xlarge", "capacity": "unknown", "unknown": frozenset({"capacity"})},
+        {"instance_type": "p3.2xlarge", "capacity": "on-demand"},
+        {"instance_type": "g5.xlarge", "capacity": "spot", "state": "unknown"},
+        {"instance_type": None, "unknown": frozenset({"gpu", "instance_type"})},
+        {"kind": "aws_ebs_volume", "category": "volume", "unknown": frozenset({"encrypted"})},
+        {"provider": "kubernetes", "kind": "Deployment", "category": "workload",
+         "gpu": GpuSpec(count=1, model="NVIDIA-A100-SXM4-40GB"), "capacity": "unknown",
+         "unknown": frozenset({"capacity"})},
+    ]
+    return [make(id=f"u-{i}-{j}", name=f"u{i}{j}", tags=tags, **shape)
+            for i, shape in enumerate(shapes) for j, tags in enumerate(tag_sets)]
+
+
+@pytest.mark.parametrize("now", [OFF_HOURS, BUSINESS_HOURS])
+def test_an_unknown_finding_whose_scope_held_shows_what_all_its_evidence_shows(
+        make_resource: Make, now: Any) -> None:
+    """An unknown violation speaks even where it would say nothing had it held: only the
+    scope's evidence is left out when the scope held (`_Step.unknown_evidence`)."""
+    engine = Engine([p for p in load_policies(["builtin"]) if not p.spec.aggregate])
+    estate = _unknown_estate(make_resource)
+    report = engine.evaluate(estate, now)
+    expected, _, _ = _plain_loop(engine, estate, EvalContext(now=now, catalog=engine.catalog),
+                                 None)
+    assert {_row(f.model_dump(mode="json")) for f in report.findings} == expected
+    assert len(report.findings) == len(expected)
+    assert any(f.policy == "gpu-spot-required" and f.details == {"unknown": ["capacity"]}
+               for f in report.findings), "an unknown of a quiet violation in its scope"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
@@ -42,6 +42,9 @@ from engine.core.policy import CompiledPolicy
 
 Verdict = Literal["fail", "unknown", "pass"]
 Outcome = Literal["fail", "unknown", "pass", "n/a"]
+# `_verdict`'s outcomes: "unknown" split by whether the scope held (True) or was unknown too.
+UNKNOWN_IN_SCOPE: Final = "unknown, in scope"
+_Judgement = Literal["fail", "unknown", "unknown, in scope", "pass", "n/a"]
 Mode = Literal["dry-run", "enforce"]
 
 
@@ -126,22 +129,33 @@ class _Step:
     # The conditions whose evidence a failing finding shows: its scope and violation held, so
     # either one made of conditions that speak only of unknowns has nothing to add.
     fail_evidence: tuple[Condition, ...]
+    # Those an unknown finding whose scope held shows: the scope's only where it speaks when
+    # held, the violation's always (unknown, it speaks).
+    unknown_evidence: tuple[Condition, ...]
 
 
 def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
-    evidence = _fail_evidence(policy)
+    evidence = _fail_evidence(policy), _unknown_evidence(policy)
     if policy.rego is not None:  # a program reads the resource whole: its scope stays whole
-        return _Step(policy, policy.scope, False, evidence)
-    return _Step(policy, *scope_at(policy.scope, gpus), evidence)
+        return _Step(policy, policy.scope, False, *evidence)
+    return _Step(policy, *scope_at(policy.scope, gpus), *evidence)
 
 
 def _fail_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
-    if policy.scope is not None and not quiet_when_held(policy.scope):
+    if quiet_when_held(policy.violation) and not _scope_speaks_when_held(policy):
+        return ()  # both held: nothing of either to show
+    return _unknown_evidence(policy)
+
+
+def _unknown_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
+    if _scope_speaks_when_held(policy):
         return policy.evidence_nodes
-    if quiet_when_held(policy.violation):
-        return ()  # it held too: nothing of either to show
     return tuple(node for node in walk(policy.violation)
                  if type(node).evidence is not Condition.evidence)
+
+
+def _scope_speaks_when_held(policy: CompiledPolicy) -> bool:
+    return policy.scope is not None and not quiet_when_held(policy.scope)
 
 
 class Engine:
@@ -180,7 +194,8 @@ class Engine:
 
     def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Outcome:
         """`n/a` when the resource is outside the policy's scope (not counted as a pass)."""
-        return _verdict(policy.scope, policy.violation, resource, ctx)
+        outcome = _verdict(policy.scope, policy.violation, resource, ctx)
+        return "unknown" if outcome == UNKNOWN_IN_SCOPE else outcome
 
     def evaluate(
         self,
@@ -280,14 +295,16 @@ class Engine:
 
 
 def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
-             ctx: EvalContext) -> Outcome:
+             ctx: EvalContext) -> _Judgement:
     in_scope = True if scope is None else scope.test(resource, ctx)
     if in_scope is False:
         return "n/a"
     result = violation.test(resource, ctx)
     if result is False:
         return "pass"
-    return "fail" if result and in_scope else "unknown"
+    if not in_scope:
+        return "unknown"
+    return "fail" if result else UNKNOWN_IN_SCOPE
 
 
 def _ref_of(resource: Resource) -> ResourceRef:
@@ -364,8 +381,14 @@ class _Run:
             self.passed += 1
             if not self.show_passed:
                 return ref
-        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
-                                      step.fail_evidence if verdict == "fail" else None)
+        if verdict == "fail":
+            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
+                                          step.fail_evidence)
+        elif verdict == UNKNOWN_IN_SCOPE:
+            finding = self.engine.finding(policy, resource, self.ctx, "unknown", door, ref,
+                                          step.unknown_evidence)
+        else:
+            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
         self._keep(Judged(finding, resource, door))
         return finding.resource
 
