@@ -93,3 +93,14 @@ def test_an_unknown_finding_whose_scope_held_shows_what_all_its_evidence_shows(
     assert len(report.findings) == len(expected)
     assert any(f.policy == "gpu-spot-required" and f.details == {"unknown": ["capacity"]}
                for f in report.findings), "an unknown of a quiet violation in its scope"
+
+
+def test_shown_passes_are_the_passes_counted(make_resource: Make) -> None:
+    """With passes shown, each pass the loop counts is a finding too, and the rest stay."""
+    engine = Engine([p for p in load_policies(["builtin"]) if not p.spec.aggregate])
+    estate = _unknown_estate(make_resource)
+    quiet = engine.evaluate(estate, OFF_HOURS)
+    shown = engine.evaluate(estate, OFF_HOURS, show_passed=True)
+    passes = [f for f in shown.findings if f.result == "pass"]
+    assert len(passes) == shown.summary.passed == quiet.summary.passed > 0
+    assert [f for f in shown.findings if f.result != "pass"] == quiet.findings

@@ -45,6 +45,7 @@ Outcome = Literal["fail", "unknown", "pass", "n/a"]
 # `_verdict`'s outcomes: "unknown" split by whether the scope held (True) or was unknown too.
 UNKNOWN_IN_SCOPE: Final = "unknown, in scope"
 _Judgement = Literal["fail", "unknown", "unknown, in scope", "pass", "n/a"]
+_Reported = Literal["fail", "unknown", "unknown, in scope", "pass"]  # those with a finding
 Mode = Literal["dry-run", "enforce"]
 
 
@@ -326,6 +327,9 @@ class _Run:
         self.ctx = ctx
         self.door = door
         self.show_passed = show_passed
+        # The verdicts that make a finding.
+        self.reported: frozenset[_Reported] = frozenset(
+            ("fail", "unknown", UNKNOWN_IN_SCOPE, *(("pass",) if show_passed else ())))
         self.judged: list[Judged] = []
         self.settle = settle
         self.count = self.passed = self.exempted = 0
@@ -358,7 +362,11 @@ class _Run:
             elif policy.rego is not None:
                 self._add_program(policy, resource, door)
             elif not step.out_of_scope:
-                ref = self._add_verdict(step, resource, door, ref)
+                verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
+                if verdict == "pass":
+                    self.passed += 1
+                if verdict in self.reported:
+                    ref = self._add_finding(step, resource, door, verdict, ref)
 
     def _add_spend(self, resource: Resource) -> None:
         """The resource's monthly spend, counted once however often it appears."""
@@ -370,17 +378,10 @@ class _Run:
             if dated:
                 self.price_dates.add(dated)
 
-    def _add_verdict(self, step: _Step, resource: Resource, door: Door,
-                     ref: ResourceRef | None) -> ResourceRef | None:
-        """Judge it; the resource's reference once a finding made one."""
+    def _add_finding(self, step: _Step, resource: Resource, door: Door, verdict: _Reported,
+                     ref: ResourceRef | None) -> ResourceRef:
+        """The finding of a verdict; the resource's reference it made or was given."""
         policy = step.policy
-        verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
-        if verdict == "n/a":
-            return ref
-        if verdict == "pass":
-            self.passed += 1
-            if not self.show_passed:
-                return ref
         if verdict == "fail":
             finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
                                           step.fail_evidence)
