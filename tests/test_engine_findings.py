@@ -1,7 +1,7 @@
 """The finding path's shortcuts give what the long way gives: an unknown finding's message is
 remembered by the unknown paths as its evidence lists them, and says what the sorted set of
 them and its reasons say; an unknown finding whose scope held shows what all its evidence
-shows."""
+shows; a model built from a dict said to name every field is the validated one."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from engine.core.evaluate import (
     Engine,
     _why_unknown,
 )
-from engine.core.model import GpuSpec, Resource
+from engine.core.model import GpuSpec, Resource, ResourceRef, trusted_of, trusted_whole
 from engine.core.policy import CompiledPolicy
 from engine.loading.policies import load_policies
 from tests.conftest import BUSINESS_HOURS, OFF_HOURS
@@ -104,3 +104,20 @@ def test_shown_passes_are_the_passes_counted(make_resource: Make) -> None:
     passes = [f for f in shown.findings if f.result == "pass"]
     assert len(passes) == shown.summary.passed == quiet.summary.passed > 0
     assert [f for f in shown.findings if f.result != "pass"] == quiet.findings
+
+
+def test_a_model_trusted_whole_is_the_validated_one_and_a_partial_one_says_so() -> None:
+    """`trusted_whole` (every field named) sets what validating sets; `trusted_of` of a dict
+    that leaves fields to their defaults gives only the names it was given, as pydantic does."""
+    whole = {"provider": "aws", "kind": "aws_instance", "id": "i-1", "name": "trainer",
+             "region": "us-east-1", "account": None, "namespace": None}
+    assert set(whole) == set(ResourceRef.model_fields)
+    fast = trusted_whole(ResourceRef, dict(whole))
+    slow = ResourceRef.model_validate(whole)
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json()
+    partial = {key: value for key, value in whole.items() if key != "namespace"}
+    fast = trusted_of(ResourceRef, partial)
+    slow = ResourceRef.model_validate(partial)
+    assert fast.model_fields_set == slow.model_fields_set == set(partial)
+    assert trusted_of(ResourceRef, dict(whole)).model_fields_set == set(whole)

@@ -36,7 +36,7 @@ from engine.core.model import (
     Severity,
     State,
     Summary,
-    trusted_of,
+    trusted_whole,
 )
 from engine.core.policy import CompiledPolicy
 
@@ -277,7 +277,7 @@ class Engine:
                 "resource": resource, "r": resource, "params": policy.spec.parameters,
                 "details": details, "cost": cost.monthly_usd, "verdict": verdict,
             }, fallback=policy.spec.title)
-        return trusted_of(Finding, {
+        return trusted_whole(Finding, {
             "policy": policy.id,
             "title": policy.spec.title,
             "severity": _severity(policy, details) if "severity" in details
@@ -310,7 +310,7 @@ def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
 
 def _ref_of(resource: Resource) -> ResourceRef:
     """`ResourceRef.of`, without validating again what a validated resource holds."""
-    return trusted_of(ResourceRef, {
+    return trusted_whole(ResourceRef, {
         "provider": resource.provider, "kind": resource.kind, "id": resource.id,
         "name": resource.name, "region": resource.region, "account": resource.account,
         "namespace": resource.namespace,
