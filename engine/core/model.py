@@ -405,9 +405,9 @@ def trusted_of(cls: type[Model], values: dict[str, Any]) -> Model:
 
 def trusted_whole(cls: type[Model], values: dict[str, Any]) -> Model:
     """`trusted_of` for a dict that names every field, as a literal naming them all does: its
-    keys are not compared with the fields (a tenth of building a finding). A field left out
-    fails at its first read, and the tests compare the engine's findings and references with
-    their validated models (tests/test_engine_steps.py)."""
+    keys are not compared with the fields (`set.issuperset` of a dict copies its keys into a
+    new set, per model). A field left out fails at its first read, and the tests compare the
+    engine's findings and references with their validated models (test_engine_steps.py)."""
     model = cls.__new__(cls)
     _set_dict(model, values)
     _set_fields_set(model, _EVERY_FIELD.get(cls) or _every_field(cls))
