@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
 from engine.core.catalog import Catalog, builtin_catalog
@@ -36,12 +36,16 @@ from engine.core.model import (
     Severity,
     State,
     Summary,
-    trusted_of,
+    trusted_whole,
 )
 from engine.core.policy import CompiledPolicy
 
 Verdict = Literal["fail", "unknown", "pass"]
 Outcome = Literal["fail", "unknown", "pass", "n/a"]
+# `_verdict`'s outcomes: "unknown" split by whether the scope held (True) or was unknown too.
+UNKNOWN_IN_SCOPE: Final = "unknown, in scope"
+_Judgement = Literal["fail", "unknown", "unknown, in scope", "pass", "n/a"]
+_Reported = Literal["fail", "unknown", "unknown, in scope", "pass"]  # those with a finding
 Mode = Literal["dry-run", "enforce"]
 
 
@@ -126,22 +130,33 @@ class _Step:
     # The conditions whose evidence a failing finding shows: its scope and violation held, so
     # either one made of conditions that speak only of unknowns has nothing to add.
     fail_evidence: tuple[Condition, ...]
+    # Those an unknown finding whose scope held shows: the scope's only where it speaks when
+    # held, the violation's always (unknown, it speaks).
+    unknown_evidence: tuple[Condition, ...]
 
 
 def _step(policy: CompiledPolicy, gpus: GpuState) -> _Step:
-    evidence = _fail_evidence(policy)
+    evidence = _fail_evidence(policy), _unknown_evidence(policy)
     if policy.rego is not None:  # a program reads the resource whole: its scope stays whole
-        return _Step(policy, policy.scope, False, evidence)
-    return _Step(policy, *scope_at(policy.scope, gpus), evidence)
+        return _Step(policy, policy.scope, False, *evidence)
+    return _Step(policy, *scope_at(policy.scope, gpus), *evidence)
 
 
 def _fail_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
-    if policy.scope is not None and not quiet_when_held(policy.scope):
+    if quiet_when_held(policy.violation) and not _scope_speaks_when_held(policy):
+        return ()  # both held: nothing of either to show
+    return _unknown_evidence(policy)
+
+
+def _unknown_evidence(policy: CompiledPolicy) -> tuple[Condition, ...]:
+    if _scope_speaks_when_held(policy):
         return policy.evidence_nodes
-    if quiet_when_held(policy.violation):
-        return ()  # it held too: nothing of either to show
     return tuple(node for node in walk(policy.violation)
                  if type(node).evidence is not Condition.evidence)
+
+
+def _scope_speaks_when_held(policy: CompiledPolicy) -> bool:
+    return policy.scope is not None and not quiet_when_held(policy.scope)
 
 
 class Engine:
@@ -180,7 +195,8 @@ class Engine:
 
     def verdict(self, policy: CompiledPolicy, resource: Resource, ctx: EvalContext) -> Outcome:
         """`n/a` when the resource is outside the policy's scope (not counted as a pass)."""
-        return _verdict(policy.scope, policy.violation, resource, ctx)
+        outcome = _verdict(policy.scope, policy.violation, resource, ctx)
+        return "unknown" if outcome == UNKNOWN_IN_SCOPE else outcome
 
     def evaluate(
         self,
@@ -261,7 +277,7 @@ class Engine:
                 "resource": resource, "r": resource, "params": policy.spec.parameters,
                 "details": details, "cost": cost.monthly_usd, "verdict": verdict,
             }, fallback=policy.spec.title)
-        return trusted_of(Finding, {
+        return trusted_whole(Finding, {
             "policy": policy.id,
             "title": policy.spec.title,
             "severity": _severity(policy, details) if "severity" in details
@@ -280,19 +296,21 @@ class Engine:
 
 
 def _verdict(scope: Condition | None, violation: Condition, resource: Resource,
-             ctx: EvalContext) -> Outcome:
+             ctx: EvalContext) -> _Judgement:
     in_scope = True if scope is None else scope.test(resource, ctx)
     if in_scope is False:
         return "n/a"
     result = violation.test(resource, ctx)
     if result is False:
         return "pass"
-    return "fail" if result and in_scope else "unknown"
+    if not in_scope:
+        return "unknown"
+    return "fail" if result else UNKNOWN_IN_SCOPE
 
 
 def _ref_of(resource: Resource) -> ResourceRef:
     """`ResourceRef.of`, without validating again what a validated resource holds."""
-    return trusted_of(ResourceRef, {
+    return trusted_whole(ResourceRef, {
         "provider": resource.provider, "kind": resource.kind, "id": resource.id,
         "name": resource.name, "region": resource.region, "account": resource.account,
         "namespace": resource.namespace,
@@ -309,6 +327,9 @@ class _Run:
         self.ctx = ctx
         self.door = door
         self.show_passed = show_passed
+        # The verdicts that make a finding.
+        self.reported: frozenset[_Reported] = frozenset(
+            ("fail", "unknown", UNKNOWN_IN_SCOPE, *(("pass",) if show_passed else ())))
         self.judged: list[Judged] = []
         self.settle = settle
         self.count = self.passed = self.exempted = 0
@@ -341,7 +362,11 @@ class _Run:
             elif policy.rego is not None:
                 self._add_program(policy, resource, door)
             elif not step.out_of_scope:
-                ref = self._add_verdict(step, resource, door, ref)
+                verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
+                if verdict == "pass":
+                    self.passed += 1
+                if verdict in self.reported:
+                    ref = self._add_finding(step, resource, door, verdict, ref)
 
     def _add_spend(self, resource: Resource) -> None:
         """The resource's monthly spend, counted once however often it appears."""
@@ -353,19 +378,18 @@ class _Run:
             if dated:
                 self.price_dates.add(dated)
 
-    def _add_verdict(self, step: _Step, resource: Resource, door: Door,
-                     ref: ResourceRef | None) -> ResourceRef | None:
-        """Judge it; the resource's reference once a finding made one."""
+    def _add_finding(self, step: _Step, resource: Resource, door: Door, verdict: _Reported,
+                     ref: ResourceRef | None) -> ResourceRef:
+        """The finding of a verdict; the resource's reference it made or was given."""
         policy = step.policy
-        verdict = _verdict(step.scope, policy.violation, resource, self.ctx)
-        if verdict == "n/a":
-            return ref
-        if verdict == "pass":
-            self.passed += 1
-            if not self.show_passed:
-                return ref
-        finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
-                                      step.fail_evidence if verdict == "fail" else None)
+        if verdict == "fail":
+            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
+                                          step.fail_evidence)
+        elif verdict == UNKNOWN_IN_SCOPE:
+            finding = self.engine.finding(policy, resource, self.ctx, "unknown", door, ref,
+                                          step.unknown_evidence)
+        else:
+            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
         self._keep(Judged(finding, resource, door))
         return finding.resource
 
@@ -493,22 +517,30 @@ UNREAD_KIND = "kind"
 
 
 def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[str, Any]) -> str:
-    unknown = tuple(sorted(set(details.get("unknown", []))))
+    # Keyed by the unknown paths as the evidence lists them (repeats and order included): the
+    # same few lists recur, and sorting them is left to the first of each.
+    unknown = tuple(details.get("unknown", ()))
     unread = "gpu" in unknown and UNREAD_KIND in resource.unknown
-    reasons = tuple([str(value) if value else None
-                     for value in map(details.get, _REASON_DETAILS)])
+    reasons = _reasons(details) if not details.keys().isdisjoint(_REASON_DETAILS) else _NO_REASONS
     key = (unknown, reasons, resource.kind if unread else None)
     why = _UNKNOWN_WHY.get(key)
     if why is None:
-        why = _why_unknown(unknown, reasons, resource.kind if unread else None)
+        why = _why_unknown(tuple(sorted(set(unknown))), reasons,
+                           resource.kind if unread else None)
         if len(_UNKNOWN_WHY) >= _MAX_UNKNOWN_WHY:
             _UNKNOWN_WHY.clear()
         _UNKNOWN_WHY[key] = why
     return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
 
 
+def _reasons(details: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The evidence that says why, as the message prints it (None: none given)."""
+    return tuple([str(value) if value else None for value in map(details.get, _REASON_DETAILS)])
+
+
 # Evidence that says why a value is unknown, in the order the message gives it.
 _REASON_DETAILS = ("schedule_error", "telemetry_reason", "unknown_reason")
+_NO_REASONS: tuple[str | None, ...] = (None,) * len(_REASON_DETAILS)
 # Why, by what it is made of: a few combinations cover a whole estate.
 _UNKNOWN_WHY: dict[tuple[Any, ...], str] = {}
 _MAX_UNKNOWN_WHY = 1024

@@ -397,13 +397,27 @@ _set_dict, _set_fields_set, _set_extra, _set_private = (
 def trusted_of(cls: type[Model], values: dict[str, Any]) -> Model:
     """`trusted`, given the values as a dict the caller made for it (kept, not copied): the
     engine makes one per finding, and packing keywords again cost a third of the call."""
+    model = trusted_whole(cls, values)
+    if values.keys() != _every_field(cls):
+        _set_fields_set(model, set(values))
+    return model
+
+
+def trusted_whole(cls: type[Model], values: dict[str, Any]) -> Model:
+    """`trusted_of` for a dict that names every field, as a literal naming them all does: its
+    keys are not compared with the fields (`set.issuperset` of a dict copies its keys into a
+    new set, per model). A field left out fails at its first read, and the tests compare the
+    engine's findings and references with their validated models (test_engine_steps.py)."""
     model = cls.__new__(cls)
     _set_dict(model, values)
-    every = _EVERY_FIELD.get(cls)
-    if every is None:
-        every = _EVERY_FIELD[cls] = set(cls.model_fields)
-    given = every if len(values) == len(every) and every.issuperset(values) else set(values)
-    _set_fields_set(model, given)
+    _set_fields_set(model, _EVERY_FIELD.get(cls) or _every_field(cls))
     _set_extra(model, None)
     _set_private(model, None)
     return model
+
+
+def _every_field(cls: type[BaseModel]) -> set[str]:
+    every = _EVERY_FIELD.get(cls)
+    if every is None:
+        every = _EVERY_FIELD[cls] = set(cls.model_fields)
+    return every
