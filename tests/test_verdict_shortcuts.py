@@ -1,0 +1,62 @@
+"""Shortcuts of the checks that scopes and violations test on every resource: keys known not
+to matter, answers laid out per enum member, remembered figures. Whatever was asked before, a
+shortcut must answer what the long way does, and nothing about one resource may outlive a
+change to it."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.core import labels
+from engine.core.labels import environment, is_production
+from engine.core.model import Category, Resource
+
+_KEYS = st.sampled_from(["env", "Environment", "STAGE", "tier", "team", "k8s:stage", "Name",
+                         "app.kubernetes.io/env", " env ", "env_", "owner", "cost-center"])
+_VALUES = st.sampled_from(["prod", "Production", "dev", "non-prod", "prd-eu", "staging", "",
+                           "qa"]) | st.text(max_size=8)
+_LABELS = st.dictionaries(_KEYS, _VALUES, max_size=5)
+
+
+def _resource(tags: dict[str, str], namespace_labels: dict[str, str],
+              unknown: frozenset[str] = frozenset()) -> Resource:
+    return Resource(provider="kubernetes", category=Category.WORKLOAD, kind="Pod", id="p",
+                    name="p", tags=tags, namespace_labels=namespace_labels, unknown=unknown)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_LABELS, _LABELS), min_size=1, max_size=8))
+def test_production_is_the_reasoned_answer_whatever_keys_were_met(
+        asked: list[tuple[dict[str, str], dict[str, str]]]) -> None:
+    """Keys met that are no environment key are skipped afterwards: an environment key is
+    never among them, however it is spelled."""
+    for tags, namespace_labels in asked:
+        resource = _resource(tags, namespace_labels)
+        assert is_production(resource) is environment(tags, namespace_labels).production
+    assert not any(labels.is_environment_key(key) for key in labels._NOT_ENVIRONMENT_KEYS)
+
+
+def test_a_changed_resource_gets_a_fresh_production_answer() -> None:
+    """Nothing of a resource is remembered: its tags changed in place, or marked unknown,
+    change the answer at once."""
+    resource = _resource({"env": "dev"}, {"environment": "production"})
+    assert is_production(resource) is False
+    resource.tags["env"] = "prod"
+    assert is_production(resource) is True
+    del resource.tags["env"]
+    assert is_production(resource) is True  # its namespace's labels now decide
+    resource.namespace_labels["environment"] = "dev"
+    assert is_production(resource) is False
+    resource.unknown = frozenset({"tags"})
+    assert is_production(resource) is None
+
+
+def test_keys_known_not_to_be_environment_keys_are_bounded() -> None:
+    for number in range(labels._MAX_KNOWN_KEYS + 10):
+        assert is_production(_resource({f"key-{number}": "prod"}, {})) is False
+    assert len(labels._NOT_ENVIRONMENT_KEYS) <= labels._MAX_KNOWN_KEYS
+    long_key = "k" * (labels._MAX_KEY_CHARS + 1)
+    assert is_production(_resource({long_key: "prod"}, {})) is False
+    assert long_key not in labels._NOT_ENVIRONMENT_KEYS
+    assert is_production(_resource({"key-1": "dev", "Env": "prod"}, {})) is True
