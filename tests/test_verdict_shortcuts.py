@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core import labels
-from engine.core.labels import environment, is_production
+from engine.core.labels import RequiredTags, environment, is_production, missing_tags
 from engine.core.model import Category, Resource
 
 _KEYS = st.sampled_from(["env", "Environment", "STAGE", "tier", "team", "k8s:stage", "Name",
@@ -60,3 +60,30 @@ def test_keys_known_not_to_be_environment_keys_are_bounded() -> None:
     assert is_production(_resource({long_key: "prod"}, {})) is False
     assert long_key not in labels._NOT_ENVIRONMENT_KEYS
     assert is_production(_resource({"key-1": "dev", "Env": "prod"}, {})) is True
+
+
+_TAG_KEYS = st.sampled_from(["team", "Team", " TEAM ", "cost_center", "cost-center",
+                             "Cost-Center", "project", "Project\u200b", "\uff54\uff45\uff41\uff4d",
+                             "Name", "owner", "env"])
+_TAG_VALUES = st.sampled_from(["", " ", "\t", "ml", "x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TAG_KEYS, max_size=4),
+       st.lists(st.dictionaries(_TAG_KEYS, _TAG_VALUES, max_size=6), min_size=1, max_size=8))
+def test_required_tags_miss_what_missing_tags_finds(required: list[str],
+                                                     asked: list[dict[str, str]]) -> None:
+    """Keys met that match no required key are skipped afterwards: whatever tags came
+    before, the required tags miss what `missing_tags` finds."""
+    matcher = RequiredTags(required)
+    for tags in asked:
+        assert matcher.missing(tags) == missing_tags(tags, required)
+
+
+def test_keys_unrelated_to_the_required_tags_are_bounded() -> None:
+    matcher = RequiredTags(["team"])
+    for number in range(labels._MAX_KNOWN_KEYS + 10):
+        assert matcher.missing({f"key-{number}": "v"}) == ["team"]
+    assert len(matcher._unrelated) <= labels._MAX_KNOWN_KEYS
+    assert matcher.missing({"key-1": "v", "TEAM": "ml"}) == []
+

@@ -223,6 +223,46 @@ def protection(policy: str, tags: Mapping[str, object],
     return None
 
 
+class RequiredTags:
+    """Required tag keys, matched as `missing_tags` matches them. Remembers (bounded) the keys
+    met that normalize to none of them: a resource whose keys are all such misses exactly the
+    required keys it does not spell as required, and otherwise only its other keys are
+    normalized."""
+
+    def __init__(self, required: list[str]):
+        self.required = list(required)
+        self._normalized = frozenset(normalize_key(key) for key in required)
+        self._unrelated: set[str] = set()
+
+    def missing(self, tags: Mapping[str, str]) -> list[str]:
+        """`missing_tags(tags, self.required)`."""
+        unmatched = []
+        for key in self.required:
+            if not str(tags.get(key, "")).strip():
+                unmatched.append(key)
+        if not unmatched or self._unrelated.issuperset(tags):
+            return unmatched
+        present = self._present(tags)
+        missing = []
+        for key in unmatched:
+            if normalize_key(key) not in present:
+                missing.append(key)
+        return missing
+
+    def _present(self, tags: Mapping[str, str]) -> set[str]:
+        """The required keys (normalized) that a tag with a value matches."""
+        present = set()
+        for key, value in tags.items():
+            if key in self._unrelated:
+                continue
+            normalized = normalize_key(str(key))
+            if normalized not in self._normalized:
+                _remember_key(self._unrelated, key)
+            elif str(value).strip():
+                present.add(normalized)
+        return present
+
+
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
     """The required keys no tag with a value matches (`normalize_key`), in their order."""
     # Most tagged resources spell the keys as required: those need no normalizing.
