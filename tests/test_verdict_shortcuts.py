@@ -5,12 +5,18 @@ change to it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core import labels
+from engine.core.catalog import builtin_catalog
+from engine.core.conditions import EvalContext, ValueCondition, compile_condition
 from engine.core.labels import RequiredTags, environment, is_production, missing_tags
-from engine.core.model import Category, Resource
+from engine.core.model import Capacity, Category, Resource, State
 
 _KEYS = st.sampled_from(["env", "Environment", "STAGE", "tier", "team", "k8s:stage", "Name",
                          "app.kubernetes.io/env", " env ", "env_", "owner", "cost-center"])
@@ -86,4 +92,36 @@ def test_keys_unrelated_to_the_required_tags_are_bounded() -> None:
         assert matcher.missing({f"key-{number}": "v"}) == ["team"]
     assert len(matcher._unrelated) <= labels._MAX_KNOWN_KEYS
     assert matcher.missing({"key-1": "v", "TEAM": "ml"}) == []
+
+
+_ENUM_FIELDS = {"state": State, "capacity": Capacity, "category": Category}
+_CATALOG = builtin_catalog()
+_CTX = EvalContext(now=datetime(2026, 11, 30, tzinfo=UTC), catalog=_CATALOG)
+
+
+def _expected_values(enum: type[Enum]) -> st.SearchStrategy[Any]:
+    words = st.sampled_from([*(member.value for member in enum), "Running", "", "other"])
+    return words | st.lists(words, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(_ENUM_FIELDS)), st.sampled_from(["eq", "ne", "in", "not-in"]),
+       st.data(), st.booleans())
+def test_an_enum_field_answers_as_the_general_filter(field: str, op: str, data: st.DataObject,
+                                                      marked_unknown: bool) -> None:
+    """A filter on an enum field answers from a table per member: as the general path does,
+    for every member, a value assigned without validation, and a field marked unknown."""
+    enum = _ENUM_FIELDS[field]
+    expected = data.draw(_expected_values(enum))
+    if op in ("in", "not-in") and not isinstance(expected, list):
+        expected = [expected]
+    if op in ("eq", "ne") and isinstance(expected, list):
+        expected = expected[0] if expected else "running"
+    condition = compile_condition({"field": field, "op": op, "value": expected}, {})
+    assert isinstance(condition, ValueCondition)
+    unknown = frozenset({field}) if marked_unknown else frozenset()
+    for value in [*enum, "unknown", "running"]:
+        resource = _resource({}, {}, unknown)
+        setattr(resource, field, value)  # a plain string: assigned without validation
+        assert condition.test(resource, _CTX) is ValueCondition.test(condition, resource, _CTX)
 
