@@ -13,10 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.core import labels
-from engine.core.catalog import builtin_catalog
+from engine.core.catalog import Catalog, builtin_catalog
+from engine.core.checks.catalog_memo import CatalogMemo
+from engine.core.checks.mig_fits import MigFit
+from engine.core.checks.right_size import RightSize
 from engine.core.conditions import EvalContext, ValueCondition, compile_condition
 from engine.core.labels import RequiredTags, environment, is_production, missing_tags
-from engine.core.model import Capacity, Category, Resource, State
+from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 
 _KEYS = st.sampled_from(["env", "Environment", "STAGE", "tier", "team", "k8s:stage", "Name",
                          "app.kubernetes.io/env", " env ", "env_", "owner", "cost-center"])
@@ -124,4 +127,64 @@ def test_an_enum_field_answers_as_the_general_filter(field: str, op: str, data: 
         resource = _resource({}, {}, unknown)
         setattr(resource, field, value)  # a plain string: assigned without validation
         assert condition.test(resource, _CTX) is ValueCondition.test(condition, resource, _CTX)
+
+
+_GPU_MODELS = st.sampled_from([None, "NVIDIA A100 80GB SXM", "NVIDIA-A100-SXM4-40GB", "NVIDIA-H100",
+                               "NVIDIA-H200", "NVIDIA T4", "a100", ""])
+_MEMORIES = st.sampled_from([None, 0.0, -0.0, 5.0, 9.5, 40, 80.0, 141.0, float("nan")])
+_NO_MIG_CATALOG = Catalog(mig_profiles={})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_GPU_MODELS, _MEMORIES, _MEMORIES, st.booleans(),
+                          st.sampled_from([0.0, 0.2, 1.0]), st.sampled_from([0.25, 0.5, 1.0])),
+                min_size=1, max_size=10))
+def test_mig_checks_answer_what_the_catalog_says(
+        asked: list[tuple[str | None, float | None, float | None, bool, float, float]]) -> None:
+    """`mig-capable` and `mig-fits` remember the catalog's answers by GPU model, memory and
+    need (and the check's headroom and fraction), for the catalog asked last: whatever was
+    asked before, of whichever catalog, they answer what the catalog says."""
+    for model, memory, need, other_catalog, headroom, fraction in asked:
+        catalog = _NO_MIG_CATALOG if other_catalog else _CATALOG
+        ctx = EvalContext(now=_CTX.now, catalog=catalog)
+        resource = Resource(provider="kubernetes", kind="Pod", category=Category.WORKLOAD,
+                            id="p", name="p", gpu=GpuSpec(model=model, count=1, memory_gib=memory,
+                                                          declared_memory_gib=need))
+        family = catalog.mig_family(model, memory)
+        capable = compile_condition({"mig-capable": True}, {})
+        assert capable.test(resource, ctx) is (family is not None)
+        fits = compile_condition({"mig-fits": {}}, {"headroom": headroom, "max_fraction": fraction})
+        assert isinstance(fits, MigFit)
+        fit = None if family is None or need is None \
+            else catalog.smallest_mig_fit(family, need, headroom, fraction)
+        assert fits.profile(resource, ctx) == fit
+        assert fits.test(resource, ctx) is (None if need is None else fit is not None)
+
+
+def test_catalog_memos_are_bounded() -> None:
+    memo: CatalogMemo[int, int] = CatalogMemo(lambda catalog, key: key * 2, most=8)
+    for key in range(20):
+        assert memo.get(_CATALOG, key) == key * 2
+        assert len(memo._state[1]) <= 8
+    assert memo.get(_NO_MIG_CATALOG, 3) == 6 and len(memo._state[1]) == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, "", "p4de.24xlarge", "p4d.24xlarge",
+                                           "p5.48xlarge", "g5.xlarge", "no-such-type"]),
+                          st.booleans()), min_size=1, max_size=10))
+def test_right_size_finds_the_sibling_the_catalog_finds(
+        asked: list[tuple[str | None, bool]]) -> None:
+    """`right-size` remembers each type's smaller sibling for the catalog asked last: whatever
+    was asked before, of whichever catalog, it is the one the catalog finds."""
+    check = compile_condition({"right-size": {}}, {"window": "7d", "memory_threshold_pct": 50,
+                                                   "legacy_busy_pct": 40})
+    assert isinstance(check, RightSize)
+    for instance_type, other_catalog in asked:
+        catalog = Catalog() if other_catalog else _CATALOG
+        resource = Resource(provider="aws", kind="aws_instance", category=Category.INSTANCE,
+                            id="i", name="i", instance_type=instance_type,
+                            gpu=GpuSpec(model="NVIDIA A100", count=8, memory_gib=80.0))
+        _, sibling = check.sibling_fits(resource, EvalContext(now=_CTX.now, catalog=catalog))
+        assert sibling == catalog.smaller_sibling(instance_type)
 
