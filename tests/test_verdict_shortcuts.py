@@ -113,7 +113,8 @@ def _expected_values(enum: type[Enum]) -> st.SearchStrategy[Any]:
 def test_an_enum_field_answers_as_the_general_filter(field: str, op: str, data: st.DataObject,
                                                       marked_unknown: bool) -> None:
     """A filter on an enum field answers from a table per member: as the general path does,
-    for every member, a value assigned without validation, and a field marked unknown."""
+    for every member, a value assigned without validation, and a field marked unknown; its
+    evidence (from its answer) is the general path's too."""
     enum = _ENUM_FIELDS[field]
     expected = data.draw(_expected_values(enum))
     if op in ("in", "not-in") and not isinstance(expected, list):
@@ -127,6 +128,8 @@ def test_an_enum_field_answers_as_the_general_filter(field: str, op: str, data: 
         resource = _resource({}, {}, unknown)
         setattr(resource, field, value)  # a plain string: assigned without validation
         assert condition.test(resource, _CTX) is ValueCondition.test(condition, resource, _CTX)
+        assert condition.evidence(resource, _CTX) == \
+            ValueCondition.evidence(condition, resource, _CTX)
 
 
 _GPU_MODELS = st.sampled_from([None, "NVIDIA A100 80GB SXM", "NVIDIA-A100-SXM4-40GB", "NVIDIA-H100",
@@ -188,3 +191,24 @@ def test_right_size_finds_the_sibling_the_catalog_finds(
         _, sibling = check.sibling_fits(resource, EvalContext(now=_CTX.now, catalog=catalog))
         assert sibling == catalog.smaller_sibling(instance_type)
 
+
+_VALUES_OF_FIELDS = st.sampled_from([None, "x", "", True, False, 0, 1, 2.5, Capacity.UNKNOWN,
+                                     State.RUNNING])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["kind", "region", "encrypted", "count", "owner", "state"]),
+       st.sampled_from(["eq", "ne", "in", "not-in"]), _VALUES_OF_FIELDS,
+       st.lists(_VALUES_OF_FIELDS, max_size=3), st.booleans())
+def test_a_field_filter_answers_as_the_general_filter(field: str, op: str, value: Any,
+                                                      expected: list[Any],
+                                                      marked_unknown: bool) -> None:
+    """A filter on a field of the resource itself answers, and shows evidence, as the general
+    path does, whatever the field holds (also a value assigned without validation)."""
+    wanted: Any = expected if op in ("in", "not-in") else (expected[0] if expected else "x")
+    condition = compile_condition({"field": field, "op": op, "value": wanted}, {})
+    assert isinstance(condition, ValueCondition)
+    resource = _resource({}, {}, frozenset({field}) if marked_unknown else frozenset())
+    setattr(resource, field, value)
+    assert condition.test(resource, _CTX) is ValueCondition.test(condition, resource, _CTX)
+    assert condition.evidence(resource, _CTX) == ValueCondition.evidence(condition, resource, _CTX)

@@ -268,6 +268,7 @@ class ValueCondition(Condition):
         if "." not in path and path != "raw" and op in _FIELD_OPS:
             # most filters: one field of the resource compared with a value, read inline
             self.test = self._field_test  # type: ignore[method-assign]
+            self.evidence = self._field_evidence  # type: ignore[method-assign]
             self._enum = _enum_of(path)
             if self._enum is not None:
                 # an enum field (state, capacity, category): the answer for each member, ready
@@ -282,6 +283,10 @@ class ValueCondition(Condition):
         if type(actual) is self._enum:
             return self._answers[actual]
         return self._field_answer(actual)  # not a member: assigned without validation
+
+    def _field_evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        """`evidence` of a field test, which answers None exactly when the field is unknown."""
+        return {"unknown": [self.path]} if self.test(resource, ctx) is None else {}
 
     def _field_test(self, resource: Resource, ctx: EvalContext) -> Tri:
         """`test` for a field of the resource itself and eq/ne/in/not-in."""
