@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from engine.core import labels
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.checks.catalog_memo import CatalogMemo
+from engine.core.checks.has_gpu import without_gpu_test
 from engine.core.checks.mig_fits import MigFit
 from engine.core.checks.right_size import RightSize
-from engine.core.conditions import EvalContext, ValueCondition, compile_condition
+from engine.core.conditions import AllCondition, EvalContext, ValueCondition, compile_condition
 from engine.core.labels import RequiredTags, environment, is_production, missing_tags
 from engine.core.model import Capacity, Category, GpuSpec, Resource, State
 
@@ -212,3 +213,17 @@ def test_a_field_filter_answers_as_the_general_filter(field: str, op: str, value
     setattr(resource, field, value)
     assert condition.test(resource, _CTX) is ValueCondition.test(condition, resource, _CTX)
     assert condition.evidence(resource, _CTX) == ValueCondition.evidence(condition, resource, _CTX)
+
+
+def test_a_scope_less_its_gpu_test_is_what_is_left_of_it() -> None:
+    """With GPUs, `has-gpu: true` holds and is left out; one item left is tested alone (an
+    `all:` of one answers what its item answers)."""
+    alone = compile_condition({"all": [{"has-gpu": True}, {"production": False}]}, {})
+    assert isinstance(alone, AllCondition)
+    assert without_gpu_test(alone) is alone.items[1]
+    two = compile_condition({"all": [{"has-gpu": True}, {"production": False},
+                                     {"field": "state", "op": "eq", "value": "running"}]}, {})
+    assert isinstance(two, AllCondition)
+    left = without_gpu_test(two)
+    assert isinstance(left, AllCondition) and left.items == two.items[1:]
+    assert without_gpu_test(compile_condition({"all": [{"has-gpu": True}]}, {})) is None
