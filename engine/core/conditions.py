@@ -167,6 +167,13 @@ def _check_model_path(parts: list[str]) -> None:
             raise PolicySyntaxError(f"field {part!r} has no sub-fields")
 
 
+def _enum_of(name: str) -> type[Enum] | None:
+    """The enum type of a field of the resource, if that is its type."""
+    field = Resource.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, Enum) else None
+
+
 def _is_mapping(annotation: Any) -> bool:
     origin = getattr(annotation, "__origin__", annotation)
     return origin is dict or (isinstance(origin, type) and issubclass(origin, Mapping))
@@ -261,12 +268,34 @@ class ValueCondition(Condition):
         if "." not in path and path != "raw" and op in _FIELD_OPS:
             # most filters: one field of the resource compared with a value, read inline
             self.test = self._field_test  # type: ignore[method-assign]
+            self.evidence = self._field_evidence  # type: ignore[method-assign]
+            self._enum = _enum_of(path)
+            if self._enum is not None:
+                # an enum field (state, capacity, category): the answer for each member, ready
+                self._answers = {member: self._field_answer(member) for member in self._enum}
+                self.test = self._enum_test  # type: ignore[method-assign]
+
+    def _enum_test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        """`_field_test` for a field whose type is an enum, its answers laid out per member."""
+        if resource.unknown and resource.is_unknown(self.path):
+            return None
+        actual = getattr(resource, self.path, _MISSING)
+        if type(actual) is self._enum:
+            return self._answers[actual]
+        return self._field_answer(actual)  # not a member: assigned without validation
+
+    def _field_evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        """`evidence` of a field test, which answers None exactly when the field is unknown."""
+        return {"unknown": [self.path]} if self.test(resource, ctx) is None else {}
 
     def _field_test(self, resource: Resource, ctx: EvalContext) -> Tri:
         """`test` for a field of the resource itself and eq/ne/in/not-in."""
         if resource.unknown and resource.is_unknown(self.path):
             return None
-        actual = getattr(resource, self.path, _MISSING)
+        return self._field_answer(getattr(resource, self.path, _MISSING))
+
+    def _field_answer(self, actual: Any) -> Tri:
+        """What `_field_test` answers for the field's value."""
         if actual is _MISSING:
             return self.op in ("ne", "not-in")
         if isinstance(actual, Enum):

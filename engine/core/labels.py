@@ -115,34 +115,46 @@ def environment(tags: Mapping[str, object],
     return verdict or Environment(False, "no environment tag")
 
 
-_last_production: tuple[Resource | None, Tri] = (None, None)
-
-
 def is_production(resource: Resource) -> Tri:
     """Production by the resource's own environment tags; else by its namespace's labels.
-
-    Several policies ask this of the same resource in a row: the last answer is kept.
-    """
-    global _last_production
-    last, answer = _last_production
-    if last is resource:
-        return answer
+    Remembers nothing of the resource (a resource can change); only which keys are no
+    environment key."""
     if "tags" in resource.unknown:
-        answer = None
-    else:
-        answer = _production_by(resource.tags)
-        if answer is None:
-            answer = bool(resource.namespace_labels) and \
-                bool(_production_by(resource.namespace_labels))
-    _last_production = (resource, answer)
+        return None
+    answer = _production_by(resource.tags)
+    if answer is None:
+        return bool(resource.namespace_labels) and bool(_production_by(resource.namespace_labels))
     return answer
+
+
+# Keys met that are no environment key: only a resource's other keys (one or two) are read
+# as keys (bounded: `_remember_key`).
+_NOT_ENVIRONMENT_KEYS: set[str] = set()
+_MAX_KNOWN_KEYS = 4096  # in each set of keys known not to matter
+_MAX_KEY_CHARS = 320  # cloud tag keys run to 128 characters, Kubernetes label keys to 317
+
+
+def _remember_key(known: set[str], key: object) -> None:
+    """Add a key met to a set of keys known not to matter, bounded in number and size (keys
+    come from input)."""
+    if type(key) is str and len(key) <= _MAX_KEY_CHARS and len(known) < _MAX_KNOWN_KEYS:
+        known.add(key)
 
 
 def _production_by(labels: Mapping[str, object]) -> bool | None:
     """`environment_of(labels).production` without the words that say why; None when no
     environment label is among them."""
-    found = _environment_labels(labels)
-    return any(is_production_value(value) for _, value in found) if found else None
+    found: bool | None = None
+    for key in labels:
+        if key in _NOT_ENVIRONMENT_KEYS:
+            continue
+        if is_environment_key(str(key)):
+            if is_production_value(labels[key]):
+                return True
+            found = False
+        else:
+            _remember_key(_NOT_ENVIRONMENT_KEYS, key)
+    return found
 
 
 def _environment_labels(labels: Mapping[str, object]) -> list[tuple[str, object]]:
@@ -157,11 +169,9 @@ def production_reason(resource: Resource) -> str:
 
 
 # Keys met that are no exemption key: a resource whose keys are all among them is exempt from
-# nothing, answered without reading its keys one by one. Bounded in number and size (keys come
-# from input; cloud tag keys run to 128 characters, Kubernetes label keys to 317).
+# nothing, answered without reading its keys one by one (bounded: `_remember_key`).
 _NOT_EXEMPT_KEYS: set[str] = set()
-_MAX_NOT_EXEMPT_KEYS = 4096
-_MAX_KEY_CHARS = 320
+_MAX_NOT_EXEMPT_KEYS = _MAX_KNOWN_KEYS
 
 
 def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
@@ -175,9 +185,8 @@ def exempt_ids(*sources: Mapping[str, object]) -> frozenset[str]:
                 if value:
                     ids.update(part for part in _EXEMPT_SEPARATORS.split(canonical(value))
                                if part)
-            elif type(key) is str and len(key) <= _MAX_KEY_CHARS \
-                    and len(_NOT_EXEMPT_KEYS) < _MAX_NOT_EXEMPT_KEYS:
-                _NOT_EXEMPT_KEYS.add(key)
+            else:
+                _remember_key(_NOT_EXEMPT_KEYS, key)
     return frozenset(ids)
 
 
@@ -212,6 +221,46 @@ def protection(policy: str, tags: Mapping[str, object],
     if policy in ids or "all" in ids:
         return f"now exempt from {policy} by tag: not changed (tags re-read before acting)"
     return None
+
+
+class RequiredTags:
+    """Required tag keys, matched as `missing_tags` matches them. Remembers (bounded) the keys
+    met that normalize to none of them: a resource whose keys are all such misses exactly the
+    required keys it does not spell as required, and otherwise only its other keys are
+    normalized."""
+
+    def __init__(self, required: list[str]):
+        self.required = list(required)
+        self._normalized = frozenset(normalize_key(key) for key in required)
+        self._unrelated: set[str] = set()
+
+    def missing(self, tags: Mapping[str, str]) -> list[str]:
+        """`missing_tags(tags, self.required)`."""
+        unmatched = []
+        for key in self.required:
+            if not str(tags.get(key, "")).strip():
+                unmatched.append(key)
+        if not unmatched or self._unrelated.issuperset(tags):
+            return unmatched
+        present = self._present(tags)
+        missing = []
+        for key in unmatched:
+            if normalize_key(key) not in present:
+                missing.append(key)
+        return missing
+
+    def _present(self, tags: Mapping[str, str]) -> set[str]:
+        """The required keys (normalized) that a tag with a value matches."""
+        present = set()
+        for key, value in tags.items():
+            if key in self._unrelated:
+                continue
+            normalized = normalize_key(str(key))
+            if normalized not in self._normalized:
+                _remember_key(self._unrelated, key)
+            elif str(value).strip():
+                present.add(normalized)
+        return present
 
 
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 from engine.core.checks.windows import window_shortfall
@@ -60,6 +61,11 @@ class ActivityBelow(Check):
             "average_activity_pct": round(telemetry.average_activity_pct, 2),
             "metric": telemetry.metric,
             "samples": telemetry.samples,
-            "window": str(timedelta(seconds=telemetry.window_seconds)),
+            "window": _window_text(telemetry.window_seconds),
             "threshold_pct": self.threshold,
         }
+
+
+@lru_cache(maxsize=256)  # the few windows telemetry is read over; bounded for hostile ones
+def _window_text(seconds: int) -> str:
+    return str(timedelta(seconds=seconds))

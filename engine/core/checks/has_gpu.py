@@ -53,13 +53,16 @@ def requires_gpus(scope: Condition | None) -> bool:
 
 def without_gpu_test(scope: Condition | None) -> Condition | None:
     """The scope as it tests a resource that holds GPUs: its `has-gpu: true` items hold, so
-    they are left out (None when nothing is left). Other scopes are returned as they are."""
+    they are left out (None when nothing is left, the item itself when one is left). Other
+    scopes are returned as they are."""
     if scope is None or _holds_gpus(scope):
         return None
     if type(scope) is not AllCondition or not any(_holds_gpus(i) for i in scope.items):
         return scope
     rest = [item for item in scope.items if not _holds_gpus(item)]
-    return AllCondition(rest) if rest else None
+    if len(rest) > 1:
+        return AllCondition(rest)
+    return rest[0] if rest else None
 
 
 GpuState = Literal["gpus", "none", "unknown"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
-from engine.core.labels import missing_tags
+from engine.core.labels import RequiredTags, missing_tags
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
@@ -34,10 +34,11 @@ class TagsMissing(Check):
         if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
             raise ValueError("required tags must be a list of strings")
         self.required: list[str] = list(required)
+        self._required = RequiredTags(self.required)
         self.billing = args.billing
         # Tags (a copy, matched by content) and the required keys they miss: those the last
         # failing test saw, as its finding's evidence asks of the same tags next.
-        self._last_missing: tuple[dict[str, str], list[str]] = ({}, missing_tags({}, self.required))
+        self._last_missing: tuple[dict[str, str], list[str]] = ({}, self._required.missing({}))
 
     def _tags(self, resource: Resource) -> dict[str, str]:
         if self.billing and resource.billing_tags is not None:
@@ -48,7 +49,7 @@ class TagsMissing(Check):
         if "tags" in resource.unknown:
             return None
         tags = self._tags(resource)
-        missing = missing_tags(tags, self.required)
+        missing = self._required.missing(tags)
         if missing:
             self._last_missing = (dict(tags), missing)
         return bool(missing)
@@ -56,7 +57,7 @@ class TagsMissing(Check):
     def _missing(self, tags: dict[str, str]) -> list[str]:
         """`missing_tags`, as the last failing test found it when it tested these tags."""
         last_tags, missing = self._last_missing
-        return list(missing) if tags == last_tags else missing_tags(tags, self.required)
+        return list(missing) if tags == last_tags else self._required.missing(tags)
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         if "tags" in resource.unknown:
