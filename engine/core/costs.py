@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple
 
 from engine.core.billing import BilledRates, billing_key
+from engine.core.bounded import remember
 from engine.core.catalog import HOURS_PER_MONTH, Catalog
 from engine.core.model import Capacity, Category, Resource, State
 
@@ -113,10 +114,7 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
            _signed(resource.spot_hourly_usd), _signed(resource.hourly_usd))
     found = memo.discounts.get(key)
     if found is None:
-        found = _spot_discount(resource, catalog)
-        if len(memo.discounts) >= _MAX_DISCOUNTS:
-            memo.discounts.clear()
-        memo.discounts[key] = found
+        found = remember(memo.discounts, key, _spot_discount(resource, catalog), _MAX_DISCOUNTS)
     return found
 
 
@@ -184,10 +182,7 @@ class _RunMemo:
                resource.capacity is Capacity.SPOT, resource.count, resource.count_basis)
         found = self.list_spends.get(key)
         if found is None:
-            found = _list_spend(resource, catalog)
-            if len(self.list_spends) >= _MAX_SPENDS:
-                self.list_spends.clear()
-            self.list_spends[key] = found
+            found = remember(self.list_spends, key, _list_spend(resource, catalog), _MAX_SPENDS)
         return found
 
     def estimate(self, method: str, resource: Resource, catalog: Catalog,
@@ -205,10 +200,8 @@ class _RunMemo:
         key = (method, spend, reserved, _signed(value))
         found = self.estimates.get(key)
         if found is None:
-            found = _final(method, rule(spend, reserved, value), spend)
-            if len(self.estimates) >= _MAX_ESTIMATES:
-                self.estimates.clear()
-            self.estimates[key] = found
+            found = remember(self.estimates, key,
+                             _final(method, rule(spend, reserved, value), spend), _MAX_ESTIMATES)
         return found
 
 

@@ -20,6 +20,7 @@ from operator import itemgetter
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
 from engine.core.aggregates import Aggregation
+from engine.core.bounded import remember
 from engine.core.catalog import Catalog, builtin_catalog
 from engine.core.checks.has_gpu import GpuState, gpu_state, scope_at
 from engine.core.conditions import Condition, EvalContext, quiet_when_held, walk
@@ -526,11 +527,9 @@ def _unknown_message(policy: CompiledPolicy, resource: Resource, details: dict[s
     key = (unknown, reasons, resource.kind if unread else None)
     why = _UNKNOWN_WHY.get(key)
     if why is None:
-        why = _why_unknown(tuple(sorted(set(unknown))), reasons,
-                           resource.kind if unread else None)
-        if len(_UNKNOWN_WHY) >= _MAX_UNKNOWN_WHY:
-            _UNKNOWN_WHY.clear()
-        _UNKNOWN_WHY[key] = why
+        why = remember(_UNKNOWN_WHY, key, _why_unknown(tuple(sorted(set(unknown))), reasons,
+                                                       resource.kind if unread else None),
+                       _MAX_UNKNOWN_WHY)
     return f"{resource.name}: cannot decide '{policy.spec.title}': {why}"
 
 

@@ -33,6 +33,8 @@ from jinja2 import nodes
 from jinja2.runtime import Undefined
 from pydantic import BaseModel
 
+from engine.core.bounded import remember
+
 MAX_REMEMBERED = 1024  # texts kept per template; past that the memo starts again
 MAX_TEXT = 1_000  # characters of a text worth remembering (messages run 50-300)
 MAX_ITEMS = 64  # items of a list read as one value of the key
@@ -160,13 +162,11 @@ class MessageMemo:
         return text if size <= limit else None
 
     def remember(self, key: tuple[Any, ...], raw: str) -> Remembered:
-        if len(self.texts) >= MAX_REMEMBERED:
-            self.texts.clear()
         collapsed = " ".join(raw.split())
         split = self._any_marker.split(collapsed) if self.named else [collapsed]
         roots = tuple(self._root_of_marker[marker] for marker in split[1::2])
-        remembered = self.texts[key] = Remembered(raw, tuple(split[0::2]), roots)
-        return remembered
+        return remember(self.texts, key, Remembered(raw, tuple(split[0::2]), roots),
+                        MAX_REMEMBERED)
 
 
 def _one_word_name(named: Any) -> str | None:

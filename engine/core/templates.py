@@ -35,6 +35,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from pydantic import BaseModel
 
 from engine.core import template_memo
+from engine.core.bounded import remember
 from engine.core.template_memo import MessageMemo, memo_for
 
 MAX_SOURCE = 10_000  # characters of one template
@@ -150,10 +151,8 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
         key = (type(obj), attr)
         safe = _SAFE_ATTRIBUTES.get(key)
         if safe is None:
-            safe = attr not in _FORBIDDEN_NAMES and super().is_safe_attribute(obj, attr, value)
-            if len(_SAFE_ATTRIBUTES) >= _MAX_REMEMBERED:
-                _SAFE_ATTRIBUTES.clear()
-            _SAFE_ATTRIBUTES[key] = safe
+            safe = remember(_SAFE_ATTRIBUTES, key, attr not in _FORBIDDEN_NAMES
+                            and super().is_safe_attribute(obj, attr, value), _MAX_REMEMBERED)
         return safe
 
     def getattr(self, obj: Any, attribute: str) -> Any:
@@ -166,9 +165,8 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
         `obj.attribute` of a message takes, in a render and in the message memo's keys."""
         reader = _ATTRIBUTE_READERS.get(attribute)
         if reader is None:
-            if len(_ATTRIBUTE_READERS) >= _MAX_REMEMBERED:
-                _ATTRIBUTE_READERS.clear()
-            reader = _ATTRIBUTE_READERS[attribute] = _attribute_reader(self, attribute)
+            reader = remember(_ATTRIBUTE_READERS, attribute, _attribute_reader(self, attribute),
+                              _MAX_REMEMBERED)
         return reader
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any,
@@ -233,10 +231,7 @@ def _remember_kind(kinds: dict[type, str], obj: Any, attribute: str) -> str:
         kind = _FIELD
     elif type(obj) is dict and not hasattr(dict, attribute):
         kind = _ITEM
-    if len(kinds) >= _MAX_KINDS:
-        kinds.clear()
-    kinds[type(obj)] = kind
-    return kind
+    return remember(kinds, type(obj), kind, _MAX_KINDS)
 
 
 def _check_repeat(sequence: Any, times: Any) -> None:

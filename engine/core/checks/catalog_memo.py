@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from engine.core.bounded import remember
 from engine.core.catalog import Catalog
 
 Key = TypeVar("Key", bound=Hashable)
@@ -30,8 +31,5 @@ class CatalogMemo(Generic[Key, Answer]):
             self._state = (catalog, answers)
         found = answers.get(key, _MISSING)
         if found is _MISSING:
-            found = self._compute(catalog, key)
-            if len(answers) >= self._most:
-                answers.clear()
-            answers[key] = found
+            found = remember(answers, key, self._compute(catalog, key), self._most)
         return found  # type: ignore[return-value]

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.core import offhours
+from engine.core.bounded import remember
 from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
@@ -68,9 +69,7 @@ class OffHours(Check):
         if answer is None:
             answer = self._answer_at(text, now)
             if len(text) <= _MAX_REMEMBERED_CHARS:
-                if len(answers) >= _MAX_REMEMBERED:
-                    answers.clear()
-                answers[text] = answer
+                remember(answers, text, answer, _MAX_REMEMBERED)
         return answer
 
     def _answer_at(self, text: str, now: datetime) -> _Answer:
