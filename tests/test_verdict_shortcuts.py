@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.core import catalog as catalog_module
 from engine.core import labels
 from engine.core.catalog import Catalog, builtin_catalog
-from engine.core.checks.catalog_memo import CatalogMemo
 from engine.core.checks.has_gpu import without_gpu_test
 from engine.core.checks.mig_fits import MigFit
 from engine.core.checks.right_size import RightSize
@@ -145,9 +146,9 @@ _NO_MIG_CATALOG = Catalog(mig_profiles={})
                 min_size=1, max_size=10))
 def test_mig_checks_answer_what_the_catalog_says(
         asked: list[tuple[str | None, float | None, float | None, bool, float, float]]) -> None:
-    """`mig-capable` and `mig-fits` remember the catalog's answers by GPU model, memory and
-    need (and the check's headroom and fraction), for the catalog asked last: whatever was
-    asked before, of whichever catalog, they answer what the catalog says."""
+    """`mig-capable` and `mig-fits` ask the catalog, which remembers its answers by GPU
+    model, memory and need (and the check's headroom and fraction): whatever was asked before,
+    of whichever catalog, they answer what the catalog says."""
     for model, memory, need, other_catalog, headroom, fraction in asked:
         catalog = _NO_MIG_CATALOG if other_catalog else _CATALOG
         ctx = EvalContext(now=_CTX.now, catalog=catalog)
@@ -165,12 +166,13 @@ def test_mig_checks_answer_what_the_catalog_says(
         assert fits.test(resource, ctx) is (None if need is None else fit is not None)
 
 
-def test_catalog_memos_are_bounded() -> None:
-    memo: CatalogMemo[int, int] = CatalogMemo(lambda catalog, key: key * 2, most=8)
+def test_catalog_lookups_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog_module, "MAX_REMEMBERED", 8)
+    catalog = Catalog(mig_profiles={})
     for key in range(20):
-        assert memo.get(_CATALOG, key) == key * 2
-        assert len(memo._state[1]) <= 8
-    assert memo.get(_NO_MIG_CATALOG, 3) == 6 and len(memo._state[1]) == 1
+        assert catalog.remembered(("test", key), lambda: key * 2) == key * 2  # noqa: B023
+        assert len(catalog._by_model) <= 8
+    assert catalog.remembered(("test", 19), lambda: -1) == 38  # remembered: not computed
 
 
 @settings(max_examples=100, deadline=None)
@@ -179,8 +181,8 @@ def test_catalog_memos_are_bounded() -> None:
                           st.booleans()), min_size=1, max_size=10))
 def test_right_size_finds_the_sibling_the_catalog_finds(
         asked: list[tuple[str | None, bool]]) -> None:
-    """`right-size` remembers each type's smaller sibling for the catalog asked last: whatever
-    was asked before, of whichever catalog, it is the one the catalog finds."""
+    """`right-size` asks the catalog for each type's smaller sibling, which it remembers:
+    whatever was asked before, of whichever catalog, it is the one the catalog finds."""
     check = compile_condition({"right-size": {}}, {"window": "7d", "memory_threshold_pct": 50,
                                                    "legacy_busy_pct": 40})
     assert isinstance(check, RightSize)

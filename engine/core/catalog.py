@@ -12,7 +12,7 @@ import csv
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -58,6 +58,7 @@ HOURS_PER_MONTH = 730.0
 TYPE_COLUMNS = ("cloud", "type", "kind", "gpu_model", "gpu_count", "gpu_memory_gib_each", "vcpus",
                 "memory_gib", "mig_capable", "source", "as_of")
 MAX_REMEMBERED = 4096  # name lookups a catalog keeps (see Catalog.remembered)
+_NOT_REMEMBERED = object()
 T = TypeVar("T")
 
 
@@ -127,8 +128,8 @@ class Catalog:
         self._gpu_types: dict[str, InstanceType] | None = None
         self._quotes: dict[tuple[str, str, str], PriceQuote | None] = {}
         # Lookups by GPU model name scan the tables; estates repeat a few names, so remember
-        # them. Names come from input (admission requests among them): least recently used go.
-        self._by_model: OrderedDict[tuple[str, str | None, float | None], Any] = OrderedDict()
+        # them. Names come from input (admission requests among them): the oldest go first.
+        self._by_model: OrderedDict[tuple[Hashable, ...], Any] = OrderedDict()
         self._by_model_lock = threading.Lock()
 
     @property
@@ -149,16 +150,14 @@ class Catalog:
             }
         return self._gpu_types
 
-    def remembered(
-        self, key: tuple[str, str | None, float | None], compute: Callable[[], T]
-    ) -> T:
-        """`compute()` once per key for this catalog, for the last MAX_REMEMBERED keys used:
-        lookups that scan its tables by name. Safe from several threads (the webhook's)."""
-        with self._by_model_lock:
-            if key in self._by_model:
-                self._by_model.move_to_end(key)
-                found: T = self._by_model[key]
-                return found
+    def remembered(self, key: tuple[Hashable, ...], compute: Callable[[], T]) -> T:
+        """`compute()` once per key for this catalog, for the last MAX_REMEMBERED keys
+        remembered: lookups that scan its tables by name, asked per resource by the checks.
+        Safe from several threads (the webhook's): a hit is one dict read, which needs no lock;
+        only remembering takes it."""
+        found: T | object = self._by_model.get(key, _NOT_REMEMBERED)
+        if found is not _NOT_REMEMBERED:
+            return found  # type: ignore[return-value]
         result = compute()
         with self._by_model_lock:
             self._by_model[key] = result
@@ -311,6 +310,12 @@ class Catalog:
         self, family: str, need_gib: float, headroom: float = 0.2, max_fraction: float = 0.5
     ) -> MigProfile | None:
         """Smallest profile holding need × (1 + headroom), at most `max_fraction` of the GPU."""
+        return self.remembered(("mig-fit", family, need_gib, headroom, max_fraction),
+                               lambda: self._smallest_mig_fit(family, need_gib, headroom,
+                                                              max_fraction))
+
+    def _smallest_mig_fit(self, family: str, need_gib: float, headroom: float,
+                          max_fraction: float) -> MigProfile | None:
         want = need_gib * (1.0 + headroom)
         fitting = [
             p

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from engine.core.catalog import Catalog
 from engine.core.checks.args import FlagArgs
-from engine.core.checks.catalog_memo import CatalogMemo
 from engine.core.conditions import Check, EvalContext, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
-
-
-def _family(catalog: Catalog, gpu: tuple[str | None, float | None]) -> str | None:
-    return catalog.mig_family(*gpu)
-
-
-# The MIG profile table of each GPU model and memory: `Catalog.mig_family`, without its lock
-MIG_FAMILIES: CatalogMemo[tuple[str | None, float | None], str | None] = CatalogMemo(_family)
 
 
 @register_check
@@ -27,6 +17,5 @@ class MigCapable(Check):
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         gpu = resource.gpu
-        capable = gpu is not None \
-            and MIG_FAMILIES.get(ctx.catalog, (gpu.model, gpu.memory_gib)) is not None
+        capable = gpu is not None and ctx.catalog.mig_family(gpu.model, gpu.memory_gib) is not None
         return capable is bool(self.args.expected)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.catalog import Catalog, MigProfile
-from engine.core.checks.catalog_memo import CatalogMemo
-from engine.core.checks.mig_capable import MIG_FAMILIES
+from engine.core.catalog import MigProfile
 from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
@@ -30,22 +28,6 @@ def memory_need_gib(resource: Resource) -> float | None:
     return resource.telemetry.peak_memory_gib if resource.telemetry else None
 
 
-_Fit = tuple[str | None, float | None, float, float, float]
-
-
-def _smallest_fit(catalog: Catalog, fit: _Fit) -> MigProfile | None:
-    """The smallest MIG profile of a GPU (model, memory) that holds a need (GiB, with headroom,
-    within a fraction of the GPU)."""
-    model, memory_gib, need, headroom, max_fraction = fit
-    family = MIG_FAMILIES.get(catalog, (model, memory_gib))
-    if family is None:
-        return None
-    return catalog.smallest_mig_fit(family, need, headroom, max_fraction)
-
-
-_PROFILES: CatalogMemo[_Fit, MigProfile | None] = CatalogMemo(_smallest_fit)
-
-
 @register_check
 class MigFit(Check):
     key = "mig-fits"
@@ -62,12 +44,11 @@ class MigFit(Check):
 
     def profile(self, resource: Resource, ctx: EvalContext) -> MigProfile | None:
         need = memory_need_gib(resource)
-        if need is None:
+        family = ctx.catalog.mig_family(resource.gpu.model if resource.gpu else None,
+                                        resource.gpu.memory_gib if resource.gpu else None)
+        if need is None or family is None:
             return None
-        gpu = resource.gpu
-        return _PROFILES.get(ctx.catalog, (gpu.model if gpu else None,
-                                           gpu.memory_gib if gpu else None, need,
-                                           self.headroom, self.max_fraction))
+        return ctx.catalog.smallest_mig_fit(family, need, self.headroom, self.max_fraction)
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if memory_need_gib(resource) is None:

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.catalog import HOURS_PER_MONTH, Catalog, InstanceType
-from engine.core.checks.catalog_memo import CatalogMemo
 from engine.core.checks.windows import window_shortfall
 from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
 from engine.core.costs import Estimate, estimator
@@ -16,8 +15,6 @@ from engine.core.model import Category, Resource, Telemetry
 from engine.core.tristate import Tri
 
 _HEADROOM = 0.8  # the sibling must hold the observed peak within 80% of its memory
-# `Catalog.smaller_sibling` of each instance type, without its lock
-_SIBLINGS: CatalogMemo[str | None, InstanceType | None] = CatalogMemo(Catalog.smaller_sibling)
 
 
 class _RightSizeArgs(CheckArgs):
@@ -67,7 +64,7 @@ class RightSize(Check):
     # the two cases -----------------------------------------------------------------------
 
     def sibling_fits(self, resource: Resource, ctx: EvalContext) -> tuple[Tri, InstanceType | None]:
-        sibling = _SIBLINGS.get(ctx.catalog, resource.instance_type)
+        sibling = ctx.catalog.smaller_sibling(resource.instance_type)
         memory = resource.gpu.memory_gib if resource.gpu else None
         if sibling is None or not memory:
             return False, None
