@@ -384,14 +384,13 @@ class _Run:
                      ref: ResourceRef | None) -> ResourceRef:
         """The finding of a verdict; the resource's reference it made or was given."""
         policy = step.policy
-        if verdict == "fail":
-            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref,
-                                          step.fail_evidence)
-        elif verdict == UNKNOWN_IN_SCOPE:
-            finding = self.engine.finding(policy, resource, self.ctx, "unknown", door, ref,
-                                          step.unknown_evidence)
+        if verdict == UNKNOWN_IN_SCOPE:
+            judged: Verdict = "unknown"
+            evidence: tuple[Condition, ...] | None = step.unknown_evidence
         else:
-            finding = self.engine.finding(policy, resource, self.ctx, verdict, door, ref)
+            judged = verdict
+            evidence = step.fail_evidence if verdict == "fail" else None
+        finding = self.engine.finding(policy, resource, self.ctx, judged, door, ref, evidence)
         self._keep(Judged(finding, resource, door))
         return finding.resource
 

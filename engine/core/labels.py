@@ -264,10 +264,7 @@ class RequiredTags:
 
 
 def missing_tags(tags: Mapping[str, str], required: list[str]) -> list[str]:
-    """The required keys no tag with a value matches (`normalize_key`), in their order."""
-    # Most tagged resources spell the keys as required: those need no normalizing.
-    unmatched = [key for key in required if not str(tags.get(key, "")).strip()]
-    if not unmatched:
-        return unmatched
+    """The required keys no tag with a value matches (`normalize_key`), in their order; what
+    `RequiredTags.missing` answers faster for a check asked of many resources."""
     present = {normalize_key(key) for key, value in tags.items() if str(value).strip()}
-    return [key for key in unmatched if normalize_key(key) not in present]
+    return [key for key in required if normalize_key(key) not in present]

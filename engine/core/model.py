@@ -379,15 +379,6 @@ class Report(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
-def trusted(cls: type[Model], **values: Any) -> Model:
-    """A model of values the engine made itself, each of its field's type and every field
-    given: pydantic's validation skipped, which was a fifth of building a finding. Never for
-    what comes from outside (files, APIs, policies): that is validated. Every field given, its
-    set of given fields is the class's one shared set (nothing reads it; pydantic only adds
-    assigned names, all in it already): a finding's own set was a third of its memory."""
-    return trusted_of(cls, values)
-
-
 # BaseModel's slots, set through their descriptors (no attribute lookup by name per model)
 _set_dict, _set_fields_set, _set_extra, _set_private = (
     vars(BaseModel)[slot].__set__ for slot in (
@@ -395,8 +386,12 @@ _set_dict, _set_fields_set, _set_extra, _set_private = (
 
 
 def trusted_of(cls: type[Model], values: dict[str, Any]) -> Model:
-    """`trusted`, given the values as a dict the caller made for it (kept, not copied): the
-    engine makes one per finding, and packing keywords again cost a third of the call."""
+    """A model of values the engine made itself, each of its field's type, from a dict made
+    for it (kept, not copied): pydantic's validation skipped, which was a fifth of building a
+    finding. Never for what comes from outside (files, APIs, policies): that is validated. With
+    every field given, its set of given fields is the class's one shared set (nothing reads it;
+    pydantic only adds assigned names, all in it already): a finding's own set was a third of
+    its memory."""
     model = trusted_whole(cls, values)
     if values.keys() != _every_field(cls):
         _set_fields_set(model, set(values))
