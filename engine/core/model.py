@@ -379,6 +379,11 @@ class Report(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=False)
 
 
+def trusted(cls: type[Model], **values: Any) -> Model:
+    """`trusted_of` with the values as keywords."""
+    return trusted_of(cls, values)
+
+
 # BaseModel's slots, set through their descriptors (no attribute lookup by name per model)
 _set_dict, _set_fields_set, _set_extra, _set_private = (
     vars(BaseModel)[slot].__set__ for slot in (
