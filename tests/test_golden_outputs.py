@@ -63,7 +63,24 @@ def run_report(args: tuple[str, ...], capsys: pytest.CaptureFixture[str],
     assert code in (0, 1), err
     report: dict[str, Any] = json.loads(out)
     report.pop("generated_at", None)
+    assert_counts_in_report_order(report)
     return report
+
+
+def assert_counts_in_report_order(report: dict[str, Any]) -> None:
+    """The summary lists each count in the order its key first appears among the failing and
+    unknown findings (the canonical text sorts keys: this is the order the JSON shows)."""
+    firsts: dict[str, dict[str, None]] = {"policy": {}, "severity": {}, "account": {}}
+    for finding in report["findings"]:
+        if finding["result"] != "pass":
+            firsts["policy"].setdefault(finding["policy"], None)
+            firsts["severity"].setdefault(finding["severity"], None)
+            if finding["resource"].get("account"):
+                firsts["account"].setdefault(finding["resource"]["account"], None)
+    summary = report["summary"]
+    assert list(summary["by_policy"]) == list(firsts["policy"])
+    assert list(summary["by_severity"]) == list(firsts["severity"])
+    assert list(summary.get("by_account", {})) == list(firsts["account"])
 
 
 def canonical(report: dict[str, Any]) -> str:

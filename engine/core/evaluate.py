@@ -333,6 +333,8 @@ class _Run:
         self.reported: frozenset[_Reported] = frozenset(
             ("fail", "unknown", UNKNOWN_IN_SCOPE, *(("pass",) if show_passed else ())))
         self.judged: list[Judged] = []
+        self.places: list[_Place] = []  # each kept finding's place in the report
+        self.tally = _Tally()
         self.settle = settle
         self.count = self.passed = self.exempted = 0
         self.aggregation = Aggregation(engine._aggregate_policies, ctx, cost_changes) \
@@ -429,31 +431,40 @@ class _Run:
         self.exempted += self.aggregation.exempted
 
     def _keep(self, judged: Judged) -> None:
-        self.judged.append(judged if self.settle is None else self.settle(judged))
+        """Keep a finding, counted and given its place in the report while it is at hand: a
+        pass over every finding afterwards waits on memory more than it computes."""
+        if self.settle is not None:
+            judged = self.settle(judged)
+        place = _place(judged.finding, len(self.places))
+        self.judged.append(judged)
+        self.places.append(place)
+        self.tally.add(judged.finding, place)
 
     def evaluation(self, mode: Mode, generated_at: datetime) -> Evaluation:
-        judged = sorted(self.judged, key=_judged_order)
+        kept = self.judged
+        judged = [kept[place[-1]] for place in sorted(self.places)]
         findings = [j.finding for j in judged]
         report = Report(
             generated_at=generated_at,
             mode=mode,
             findings=findings,
-            summary=summarize(findings, self.count, self.passed, self.exempted,
-                              spend_usd=sum(self.spend.values())),
+            summary=_summary(self.tally, self.count, self.passed, self.exempted,
+                             spend_usd=sum(self.spend.values())),
             cost_diff=self.aggregation.cost_diff if self.aggregation is not None else None,
             prices=prices_of(self.engine.catalog, self.price_dates),
         )
         return Evaluation(report, tuple(judged))
 
 
-_DESCENDING_RANK = {severity: -severity.rank for severity in Severity}
+_DESCENDING_RANK = {severity.value: -severity.rank for severity in Severity}
+# A finding's place in the report: by money (most first), severity (highest first), policy,
+# resource id, then the order findings were made in (its number).
+_Place = tuple[float, int, str, str, int]
 
 
-def _judged_order(judged: Judged) -> tuple[float, int, str, str]:
-    """Findings by money (most first), severity (highest first), policy, then resource id."""
-    finding = judged.finding
-    return (-finding.estimated_monthly_usd, _DESCENDING_RANK[finding.severity], finding.policy,
-            finding.resource.id)
+def _place(finding: Finding, number: int) -> _Place:
+    return (-finding.estimated_monthly_usd, _DESCENDING_RANK[finding.severity._value_],
+            finding.policy, finding.resource.id, number)
 
 
 def _exempt(policy: CompiledPolicy, resource: Resource, exempt_ids: frozenset[str]) -> bool:
@@ -628,18 +639,23 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
               *, spend_usd: float = 0.0) -> Summary:
     """The counts and the money, each kind apart: `spend_usd` is the scanned GPU spend (the
     evaluation's; a recount after dropping findings keeps the report's)."""
-    tally = _tally(findings)
+    return _summary(_tally(findings), resources, passed, exempted, spend_usd=spend_usd)
+
+
+def _summary(tally: _Tally, resources: int, passed: int, exempted: int,
+             *, spend_usd: float) -> Summary:
     savings = _combined_total(tally.by_kind.get("savings", {}))
+    by_policy, by_severity, by_account = tally.by()
     return Summary(
         resources=resources,
-        findings=tally.findings,
+        findings=tally.failed + tally.unknown,
         failed=tally.failed,
         unknown=tally.unknown,
         passed=passed,
         exempted=exempted,
-        by_policy=tally.by_policy,
-        by_severity=tally.by_severity,
-        by_account=tally.by_account,
+        by_policy=by_policy,
+        by_severity=by_severity,
+        by_account=by_account,
         estimated_monthly_usd=savings,
         monthly_spend_usd=round(spend_usd, 2),
         savings_usd=savings,
@@ -648,44 +664,42 @@ def summarize(findings: list[Finding], resources: int, passed: int, exempted: in
     )
 
 
+_Counted = tuple[str, str, str | None]  # a finding's policy, severity and account
+
+
 @dataclass
 class _Tally:
-    """The failing and unknown findings counted, and the failing ones' savings grouped per
-    cost kind and resource, in one pass."""
+    """Failing and unknown findings counted per policy, severity and account at once, with
+    the first place in the report of each of those; the failing ones' savings grouped per
+    cost kind and resource."""
 
-    findings: int = 0
     failed: int = 0
     unknown: int = 0
-    by_policy: dict[str, int] = field(default_factory=dict)
-    by_severity: dict[str, int] = field(default_factory=dict)
-    by_account: dict[str, int] = field(default_factory=dict)
+    counts: dict[_Counted, int] = field(default_factory=dict)
+    firsts: dict[_Counted, Any] = field(default_factory=dict)  # places: compared, never read
     by_kind: dict[str, dict[tuple[str, str], list[Saving]]] = field(default_factory=dict)
 
-
-def _tally(findings: Iterable[Finding]) -> _Tally:
-    tally = _Tally()
-    by_policy, by_severity, by_account = tally.by_policy, tally.by_severity, tally.by_account
-    by_kind = tally.by_kind
-    counted = failed = unknown = 0  # locals: a hundred thousand findings count faster
-    for finding in findings:
+    def add(self, finding: Finding, place: Any) -> None:
+        """Count a finding; `place`: where it stands in the report (`_Place`, or a number for
+        findings listed in report order)."""
         result = finding.result
         if result == "pass":
-            continue
-        counted += 1
-        policy = finding.policy
-        by_policy[policy] = by_policy.get(policy, 0) + 1
-        severity = finding.severity._value_  # `.value` is a descriptor, slower per read
-        by_severity[severity] = by_severity.get(severity, 0) + 1
+            return
         ref = finding.resource
-        account = ref.account
-        if account:
-            by_account[account] = by_account.get(account, 0) + 1
+        counted = (finding.policy, finding.severity._value_, ref.account)
+        count = self.counts.get(counted)
+        if count is None:
+            self.counts[counted] = 1
+            self.firsts[counted] = place
+        else:
+            self.counts[counted] = count + 1
+            if place < self.firsts[counted]:
+                self.firsts[counted] = place
         if result == "fail":
-            failed += 1
-            cost_kind = finding.cost_kind
-            groups = by_kind.get(cost_kind)
+            self.failed += 1
+            groups = self.by_kind.get(finding.cost_kind)
             if groups is None:
-                groups = by_kind[cost_kind] = {}
+                groups = self.by_kind[finding.cost_kind] = {}
             key = (ref.provider, ref.id)
             group = groups.get(key)
             if group is None:
@@ -693,6 +707,26 @@ def _tally(findings: Iterable[Finding]) -> _Tally:
             else:
                 group.append(_saving(finding))
         elif result == "unknown":
-            unknown += 1
-    tally.findings, tally.failed, tally.unknown = counted, failed, unknown
+            self.unknown += 1
+
+    def by(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """The counts per policy, per severity and per account, each listed in the order the
+        report first shows it."""
+        by_policy: dict[str, int] = {}
+        by_severity: dict[str, int] = {}
+        by_account: dict[str, int] = {}
+        for counted in sorted(self.counts, key=self.firsts.__getitem__):
+            count = self.counts[counted]
+            policy, severity, account = counted
+            by_policy[policy] = by_policy.get(policy, 0) + count
+            by_severity[severity] = by_severity.get(severity, 0) + count
+            if account:
+                by_account[account] = by_account.get(account, 0) + count
+        return by_policy, by_severity, by_account
+
+
+def _tally(findings: Iterable[Finding]) -> _Tally:
+    tally = _Tally()
+    for number, finding in enumerate(findings):
+        tally.add(finding, number)
     return tally
