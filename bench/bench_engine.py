@@ -9,6 +9,9 @@ three fields from a dict. The garbage collector is tuned as the CLI tunes it at 
 (`engine.pipeline.tune_collector`) and paused around each evaluation as the CLI pauses it
 (`engine.pipeline.collector_paused`).
 
+It measures the core as installed and says which: pure Python, or compiled with mypyc
+(docs/compiled-core.md; build it first to measure it).
+
     python bench/bench_engine.py                    # 100,000 resources, 3 repeats
     python bench/bench_engine.py -n 20000 --profile # cProfile the evaluation, top hotspots
 
@@ -38,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from engine.core.catalog import Catalog, builtin_catalog  # noqa: E402
+from engine.core.compiled import core_kind  # noqa: E402
 from engine.core.conditions import EvalContext  # noqa: E402
 from engine.core.enrich import enrich  # noqa: E402
 from engine.core.evaluate import Engine, door_of  # noqa: E402
@@ -278,7 +282,8 @@ def main() -> None:
     # CPU time is the figure judged: wall time counts whatever else shares the machine.
     verdict = "ok" if engine_cpu <= TARGET_S else "OVER"
     summary = report.summary
-    print(f"python {platform.python_version()}, {pinned}, median of {args.repeat}; "
+    core = core_kind()
+    print(f"python {platform.python_version()}, core: {core}, {pinned}, median of {args.repeat}; "
           f"{n:,} resources built in {build_s:.1f} s (not timed); {policies} policies")
     print(f"{'case':<34}{'wall s':>8}{'cpu s':>8}{'resources/s':>13}  (per CPU second)")
     print(f"{'engine.evaluate (built-in pack)':<34}{engine_s:>8.2f}{engine_cpu:>8.2f}"
@@ -293,7 +298,8 @@ def main() -> None:
           f"{summary.unknown:,} unknown), {summary.passed:,} passes, {summary.exempted:,} exempted")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "engine.json").write_text(json.dumps({
-        "resources": n, "policies": policies, "repeat": args.repeat, "engine_s": engine_s,
+        "resources": n, "policies": policies, "repeat": args.repeat, "core": core,
+        "engine_s": engine_s,
         "engine_cpu_s": engine_cpu, "verdicts_s": verdicts_s, "verdicts_cpu_s": verdicts_cpu,
         "baseline_s": baseline_s, "baseline_cpu_s": baseline_cpu, "findings": summary.findings,
         "failed": summary.failed, "unknown": summary.unknown, "passed": summary.passed,

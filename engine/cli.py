@@ -83,15 +83,10 @@ DEBUG_HINT = "rerun as 'gpuwarden --log-level debug ...' for the traceback"
 
 def _show_version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from engine import installed_version
+        from engine.core.compiled import core_kind
 
-        from engine import __version__
-
-        try:
-            installed = version("gpuwarden")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            installed = __version__
-        typer.echo(f"gpuwarden {installed}")
+        typer.echo(f"gpuwarden {installed_version()} (core: {core_kind()})")
         raise typer.Exit(0)
 
 

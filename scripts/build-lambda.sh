@@ -81,9 +81,11 @@ if [[ $with_deps == 1 ]]; then
   rm -rf "$stage/bin"
 fi
 
-# gpuwarden itself, laid out as the wheel installs it.
+# gpuwarden itself, laid out as the wheel installs it, as Python sources: a compiled core built
+# in the checkout (docs/compiled-core.md) is for this machine's platform, not Lambda's.
 copy_package() {
-  (cd "$repo" && find "$1" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0) |
+  (cd "$repo" && find "$1" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' ! -name '*.so' \
+    -print0) |
     while IFS= read -r -d '' file; do
       mkdir -p "$stage/$(dirname "$file")"
       cp "$repo/$file" "$stage/$file"

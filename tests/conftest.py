@@ -20,6 +20,14 @@ from engine.loading.policies import load_policies
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "data" / "reference"  # copies of public inputs; see its SOURCES.md
 
+# `.ci/run` runs the suite a second time with the core compiled by mypyc (docs/compiled-core.md).
+EXPECT_COMPILED = os.environ.get("GPUWARDEN_EXPECT_COMPILED") == "1"
+# A test of how a memo works inside the core (a core function patched to count its calls, a
+# remembered answer compared by identity): compiled code calls its functions directly and boxes
+# each answer anew. What the memo answers is tested in both modes.
+pure_python_only = pytest.mark.skipif(
+    EXPECT_COMPILED, reason="looks inside the core, which runs compiled here")
+
 # Skips that only mean "a tool is not installed here": CI installs every one of them and sets
 # GPUWARDEN_REQUIRE_TOOLS=1, so a broken install fails the run instead of skipping quietly.
 REQUIRED_TOOL_SKIPS = ("install-sarif-tools.sh", "apt-get install prometheus",

@@ -26,7 +26,7 @@ from engine import console
 from engine.core.catalog import Catalog
 from engine.core.errors import InputError, install_hint, printable
 from engine.sources.registry import Collected, ScanOptions
-from tests.conftest import REPO
+from tests.conftest import EXPECT_COMPILED, REPO
 from tests.test_cli import GPU_PLAN, run_cli
 
 ANSI_ESCAPE = re.compile(r"\x1b[\[\]()]")
@@ -95,7 +95,8 @@ def no_terminal_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, err = run_cli(["--version"], capsys, monkeypatch)
-    assert (code, out, err) == (0, f"gpuwarden {version('gpuwarden')}\n", "")
+    core = "compiled" if EXPECT_COMPILED else "pure Python"
+    assert (code, out, err) == (0, f"gpuwarden {version('gpuwarden')} (core: {core})\n", "")
 
 
 def test_show_completion_prints_a_shell_script() -> None:

@@ -26,7 +26,7 @@ from engine.core.model import (
     trusted,
 )
 from engine.core.templates import ENVIRONMENT, compile_message
-from tests.conftest import OFF_HOURS
+from tests.conftest import OFF_HOURS, pure_python_only
 
 Make = Callable[..., Resource]
 
@@ -66,6 +66,7 @@ def test_findings_of_one_resource_name_it_alike(builtin_engine: Engine, make_res
     assert all(f.resource == ResourceRef.of(box) for f in findings)
 
 
+@pure_python_only
 def test_spend_is_remembered_for_the_same_object_only(make_resource: Make,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     catalog = builtin_catalog()
@@ -126,6 +127,7 @@ def test_only_templates_with_loops_or_calls_carry_a_render_budget() -> None:
     assert "message template failed" in looping.render({}, fallback="t")
 
 
+@pure_python_only
 def test_spot_discounts_are_remembered_by_what_they_are_computed_from(make_resource: Make
                                                                       ) -> None:
     catalog = builtin_catalog()

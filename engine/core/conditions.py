@@ -23,9 +23,11 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
 from pydantic import BaseModel
 
 from engine.core.catalog import Catalog
+from engine.core.check_args import CheckArgs
 from engine.core.model import Resource
 from engine.core.tristate import Tri, negate
 from engine.core.yamltext import line_of
@@ -48,6 +50,9 @@ class EvalContext:
     catalog: Catalog
 
 
+# Compiled, the condition classes are native classes: those a test or an extension defines in
+# plain Python must be allowed to subclass them.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Condition:
     """A compiled condition."""
 
@@ -66,14 +71,9 @@ class Condition:
         return ()
 
 
-class CheckArgs(BaseModel):
-    """Arguments of a registered check; subclasses declare fields (their JSON Schema is public)."""
-
-    model_config = {"extra": "forbid"}
-
-
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Check(Condition):
-    """A registered condition type: `{<key>: <args>}` in YAML. Subclass and `@register_check`."""
+    """A registered condition type: `{<key>: <args>}` in YAML. Subclass and `register_check`."""
 
     key: ClassVar[str]
     description: ClassVar[str]
@@ -257,6 +257,9 @@ def _matches(op: str, actual: Any, expected: Any, pattern: re.Pattern[str] | Non
 
 
 class ValueCondition(Condition):
+    """`field` `op` `value`: the general filter (`value_condition` picks a faster kind where
+    the path and operator allow one)."""
+
     evidence_only_when_unknown = True
 
     def __init__(self, path: str, op: str, expected: Any, pattern: re.Pattern[str] | None):
@@ -265,51 +268,6 @@ class ValueCondition(Condition):
         self.expected = expected
         self.pattern = pattern
         self.get = field_getter(path)
-        if "." not in path and path != "raw" and op in _FIELD_OPS:
-            # most filters: one field of the resource compared with a value, read inline
-            self.test = self._field_test  # type: ignore[method-assign]
-            self.evidence = self._field_evidence  # type: ignore[method-assign]
-            self._enum = _enum_of(path)
-            if self._enum is not None:
-                # an enum field (state, capacity, category): the answer for each member, ready
-                self._answers = {member: self._field_answer(member) for member in self._enum}
-                self.test = self._enum_test  # type: ignore[method-assign]
-
-    def _enum_test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        """`_field_test` for a field whose type is an enum, its answers laid out per member."""
-        if resource.unknown and resource.is_unknown(self.path):
-            return None
-        actual = getattr(resource, self.path, _MISSING)
-        if type(actual) is self._enum:
-            return self._answers[actual]
-        return self._field_answer(actual)  # not a member: assigned without validation
-
-    def _field_evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
-        """`evidence` of a field test, which answers None exactly when the field is unknown."""
-        return {"unknown": [self.path]} if self.test(resource, ctx) is None else {}
-
-    def _field_test(self, resource: Resource, ctx: EvalContext) -> Tri:
-        """`test` for a field of the resource itself and eq/ne/in/not-in."""
-        if resource.unknown and resource.is_unknown(self.path):
-            return None
-        return self._field_answer(getattr(resource, self.path, _MISSING))
-
-    def _field_answer(self, actual: Any) -> Tri:
-        """What `_field_test` answers for the field's value."""
-        if actual is _MISSING:
-            return self.op in ("ne", "not-in")
-        if isinstance(actual, Enum):
-            actual = actual._value_
-            if actual == "unknown":
-                return None
-        op = self.op
-        if op == "in":
-            return actual in self.expected
-        if op == "not-in":
-            return actual not in self.expected
-        if op == "eq":
-            return bool(actual == self.expected)
-        return bool(actual != self.expected)
 
     def test(self, resource: Resource, ctx: EvalContext) -> Tri:
         if resource.unknown and resource.is_unknown(self.path):
@@ -325,6 +283,66 @@ class ValueCondition(Condition):
         return {}
 
 
+class FieldCondition(ValueCondition):
+    """A field of the resource itself compared by eq/ne/in/not-in (most filters), read inline."""
+
+    def test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        if resource.unknown and resource.is_unknown(self.path):
+            return None
+        return self.answer(getattr(resource, self.path, _MISSING))
+
+    def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
+        """The general evidence, for a test that answers None exactly when the field is
+        unknown."""
+        return {"unknown": [self.path]} if self.test(resource, ctx) is None else {}
+
+    def answer(self, actual: Any) -> Tri:
+        """What `test` answers for the field's value."""
+        if actual is _MISSING:
+            return self.op in ("ne", "not-in")
+        if isinstance(actual, Enum):
+            actual = actual._value_
+            if actual == "unknown":
+                return None
+        op = self.op
+        if op == "in":
+            return actual in self.expected
+        if op == "not-in":
+            return actual not in self.expected
+        if op == "eq":
+            return bool(actual == self.expected)
+        return bool(actual != self.expected)
+
+
+class EnumFieldCondition(FieldCondition):
+    """A `FieldCondition` on an enum field (state, capacity, category): the answer for each
+    member, laid out when the policy compiles."""
+
+    def __init__(self, path: str, op: str, expected: Any, enum: type[Enum]):
+        super().__init__(path, op, expected, None)
+        self.enum = enum
+        self.answers = {member: self.answer(member) for member in enum}
+
+    def test(self, resource: Resource, ctx: EvalContext) -> Tri:
+        if resource.unknown and resource.is_unknown(self.path):
+            return None
+        actual = getattr(resource, self.path, _MISSING)
+        if type(actual) is self.enum:
+            return self.answers[actual]
+        return self.answer(actual)  # not a member: assigned without validation
+
+
+def value_condition(path: str, op: str, expected: Any,
+                    pattern: re.Pattern[str] | None) -> ValueCondition:
+    """The condition of a value filter, of the fastest kind its path and operator allow."""
+    if "." in path or path == "raw" or op not in _FIELD_OPS:
+        return ValueCondition(path, op, expected, pattern)
+    enum = _enum_of(path)
+    if enum is None:
+        return FieldCondition(path, op, expected, pattern)
+    return EnumFieldCondition(path, op, expected, enum)
+
+
 def _compile_value(node: Mapping[str, Any], params: Mapping[str, Any]) -> ValueCondition:
     extra = set(node) - {"field", "op", "value", "param"}
     if extra:
@@ -337,7 +355,7 @@ def _compile_value(node: Mapping[str, Any], params: Mapping[str, Any]) -> ValueC
     expected = _expected_value(node, op, params)
     pattern = _value_pattern(node, op, expected)
     try:
-        return ValueCondition(path, op, expected, pattern)
+        return value_condition(path, op, expected, pattern)
     except PolicySyntaxError as exc:
         raise PolicySyntaxError(exc.message, node) from None
 

@@ -308,11 +308,15 @@ class Summary(BaseModel):
     over_budget_usd: float = 0.0  # run-rate above the teams' budgets
 
 
+ChangeAction = Literal["create", "update", "replace", "delete"]
+PlanAction = ChangeAction | Literal["no-op"]
+
+
 class ResourceCostChange(BaseModel):
     """One GPU resource of a plan and its monthly run-rate before and after the change."""
 
     id: str
-    action: Literal["create", "update", "replace", "delete"]
+    action: ChangeAction
     before_monthly_usd: float | None = None  # None: not there before, or not priced
     after_monthly_usd: float | None = None
 
@@ -350,7 +354,7 @@ class CostChange(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     address: str
-    action: Literal["create", "update", "replace", "delete", "no-op"]
+    action: PlanAction
     before: tuple[Resource, ...] = ()
     after: tuple[Resource, ...] = ()
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from engine.core.conditions import Condition, EvalContext
-from engine.core.model import Category, CostDiff, Door, Enforcement, Resource
+from engine.core.model import Category, CostDiff, Door, Enforcement, PlanAction, Resource
 
 
 class PolicySettings(Protocol):
@@ -57,7 +57,7 @@ class PlanChange(Protocol):
     input; Terraform plans give them)."""
 
     @property
-    def action(self) -> str: ...  # create | update | replace | delete | no-op
+    def action(self) -> PlanAction: ...
 
     @property
     def before(self) -> Sequence[Resource]: ...

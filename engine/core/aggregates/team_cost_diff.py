@@ -14,6 +14,7 @@ from engine.core.aggregates.registry import AggregateInputs, AggregateOutcome, P
 from engine.core.aggregates.teams import TOP_RESOURCES, TeamSettings, team_resource
 from engine.core.budget import Budgets, team_of
 from engine.core.model import (
+    ChangeAction,
     CostDiff,
     GroupSpend,
     MemberSpend,
@@ -94,7 +95,7 @@ def _add_change(teams: dict[str | None, _TeamDiff], change: PlanChange,
             _record(teams, change.action, resource_id, old, new, old_team, new_team)
 
 
-def _record(teams: dict[str | None, _TeamDiff], action: str, resource_id: str,
+def _record(teams: dict[str | None, _TeamDiff], action: ChangeAction, resource_id: str,
             old: Priced | None, new: Priced | None,
             old_team: str | None, new_team: str | None) -> None:
     """What one changed resource adds to and removes from its team; a resource whose team tag

@@ -1,10 +1,12 @@
 """Registered checks: the GPU-governance conditions a value filter cannot express.
 
 One module per check (Checkov's one-check-per-file), each one small class with its arguments'
-schema beside it, registered by `@register_check` (Cloud Custodian's registry idea); adding a
+schema beside it, registered by `register_check` (Cloud Custodian's registry idea); adding a
 check never means editing a central switch. Importing this package registers every built-in
 check, and the cost estimators that read their evidence (`right-size-savings`,
-`budget-overrun`).
+`budget-overrun`). A built-in check registers with a call after its class, not as a decorator:
+mypyc compiles a decorated class as a plain Python class, which cannot subclass the compiled
+`Check` (docs/compiled-core.md).
 """
 
 from __future__ import annotations

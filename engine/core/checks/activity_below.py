@@ -7,28 +7,23 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
+from engine.core.check_args import ActivityArgs
 from engine.core.checks.windows import window_shortfall
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.durations import parse_duration
 from engine.core.model import Resource, Telemetry
 from engine.core.tristate import Tri
 
 
-class _ActivityArgs(CheckArgs):
-    threshold_param: str = "threshold_pct"
-    window_param: str | None = "window"
-
-
-@register_check
 class ActivityBelow(Check):
     key = "activity-below"
     description = (
         "Average GPU compute activity over the look-back window is below a threshold (percent); "
         "unknown without telemetry."
     )
-    Args = _ActivityArgs
+    Args = ActivityArgs
 
-    def __init__(self, args: _ActivityArgs, params: Mapping[str, Any]):
+    def __init__(self, args: ActivityArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.threshold = float(param_value(params, args.threshold_param, None))
         # The policy's window is the shortest look-back it judges (absent: any telemetry).
@@ -69,3 +64,6 @@ class ActivityBelow(Check):
 @lru_cache(maxsize=256)  # the few windows telemetry is read over; bounded for hostile ones
 def _window_text(seconds: int) -> str:
     return str(timedelta(seconds=seconds))
+
+
+register_check(ActivityBelow)

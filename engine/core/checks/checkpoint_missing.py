@@ -6,16 +6,12 @@ import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import CheckpointArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.model import Category, Resource
 from engine.core.tristate import Tri
 
 
-class _CheckpointArgs(CheckArgs):
-    paths_param: str = "checkpoint_paths"
-
-
-@register_check
 class CheckpointMissing(Check):
     key = "checkpoint-missing"
     description = (
@@ -24,9 +20,9 @@ class CheckpointMissing(Check):
         "gpuwarden.io/checkpoint annotation nor a persistent volume mounted at a path matching "
         "the `paths_param` globs."
     )
-    Args = _CheckpointArgs
+    Args = CheckpointArgs
 
-    def __init__(self, args: _CheckpointArgs, params: Mapping[str, Any]):
+    def __init__(self, args: CheckpointArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         globs = param_value(params, args.paths_param)
         if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
@@ -55,3 +51,6 @@ class CheckpointMissing(Check):
             return {"unknown": ["workload"]}
         mounts = resource.workload.volume_mount_paths if resource.workload else []
         return {"checkpoint_paths": self.globs, "persistent_mounts": mounts}
+
+
+register_check(CheckpointMissing)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engine.core.checks.args import FlagArgs
+from engine.core.check_args import FlagArgs
 from engine.core.conditions import AllCondition, Check, Condition, EvalContext, register_check
 from engine.core.enrich import catalog_miss, claim_miss
 from engine.core.model import Resource
@@ -16,7 +16,6 @@ def gpus_unknown(resource: Resource) -> bool:
     return bool(resource.unknown) and resource.is_unknown("gpu") and not resource.has_gpu
 
 
-@register_check
 class HasGpu(Check):
     key = "has-gpu"
     description = "The resource holds GPUs (whole or MIG slices); unknown when its type is unknown."
@@ -84,3 +83,6 @@ def scope_at(scope: Condition | None, gpus: GpuState) -> tuple[Condition | None,
     if gpus == "none":
         return scope, requires_gpus(scope)
     return scope, False
+
+
+register_check(HasGpu)

@@ -6,14 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.catalog import MigProfile
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import MigArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
-
-
-class _MigArgs(CheckArgs):
-    headroom_param: str = "headroom"
-    max_fraction_param: str = "max_fraction"
 
 
 def memory_need_gib(resource: Resource) -> float | None:
@@ -28,16 +24,15 @@ def memory_need_gib(resource: Resource) -> float | None:
     return resource.telemetry.peak_memory_gib if resource.telemetry else None
 
 
-@register_check
 class MigFit(Check):
     key = "mig-fits"
     description = (
         "A workload holding whole MIG-capable GPUs needs (declared gpuwarden.io/gpu-memory or "
         "observed peak) no more than a MIG slice of at most max_fraction of the GPU, with headroom."
     )
-    Args = _MigArgs
+    Args = MigArgs
 
-    def __init__(self, args: _MigArgs, params: Mapping[str, Any]):
+    def __init__(self, args: MigArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.headroom = float(param_value(params, args.headroom_param, 0.2))
         self.max_fraction = float(param_value(params, args.max_fraction_param, 0.5))
@@ -68,3 +63,6 @@ class MigFit(Check):
             "mig_resource": profile.resource_name,
             "mig_compute_fraction": round(profile.compute_slices / 7, 4),
         }
+
+
+register_check(MigFit)

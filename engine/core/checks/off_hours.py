@@ -9,7 +9,8 @@ from typing import Any
 
 from engine.core import offhours
 from engine.core.bounded import remember
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import OffhoursArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
@@ -17,11 +18,6 @@ from engine.core.tristate import Tri
 # and only schedules of a sane length are kept (tag values are user input).
 _MAX_REMEMBERED = 1024
 _MAX_REMEMBERED_CHARS = 256
-
-
-class _OffhoursArgs(CheckArgs):
-    default_param: str = "default_schedule"
-    tag_param: str = "schedule_tag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,16 +28,15 @@ class _Answer:
     evidence: Mapping[str, Any]
 
 
-@register_check
 class OffHours(Check):
     key = "offhours"
     description = (
         "The evaluation instant lies inside the resource's off-hours: its schedule tag "
         "(Cloud Custodian offhours syntax) or the policy's default schedule."
     )
-    Args = _OffhoursArgs
+    Args = OffhoursArgs
 
-    def __init__(self, args: _OffhoursArgs, params: Mapping[str, Any]):
+    def __init__(self, args: OffhoursArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.default = offhours.parse_schedule(str(param_value(params, args.default_param, None)))
         self.tag = str(param_value(params, args.tag_param, None))
@@ -95,3 +90,6 @@ def _parsed(text: str) -> offhours.Schedule | None:
         return offhours.parse_schedule(text)
     except offhours.OffhoursError:
         return None
+
+
+register_check(OffHours)

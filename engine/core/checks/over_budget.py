@@ -14,18 +14,14 @@ from typing import Any
 
 from engine.core.budget import Budgets, inline_budgets
 from engine.core.catalog import Catalog
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import BudgetArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.costs import Estimate, estimator
 from engine.core.model import GroupSpend, Resource
 from engine.core.tristate import Tri
 
 BUDGETS_FILE = "budgets"  # the kind of file the loading layer reads for `file_param`
 _PLAN_FACTS = ("previous_usd", "net_usd", "added_usd", "removed_usd")
-
-
-class _BudgetArgs(CheckArgs):
-    budgets_param: str = "budgets"
-    file_param: str = "budgets_file"
 
 
 def _file_budgets(value: Any) -> Budgets:
@@ -40,7 +36,6 @@ def _file_budgets(value: Any) -> Budgets:
     raise ValueError("budgets_file must be a path")
 
 
-@register_check
 class OverBudget(Check):
     key = "over-budget"
     description = (
@@ -49,13 +44,13 @@ class OverBudget(Check):
         "that exceeds it. Budgets come from the `budgets_param` mapping and the "
         "`file_param` file. Teams without a budget never fail."
     )
-    Args = _BudgetArgs
+    Args = BudgetArgs
 
     @classmethod
-    def file_parameters(cls, args: _BudgetArgs) -> Mapping[str, str]:
+    def file_parameters(cls, args: BudgetArgs) -> Mapping[str, str]:
         return {args.file_param: BUDGETS_FILE}
 
-    def __init__(self, args: _BudgetArgs, params: Mapping[str, Any]):
+    def __init__(self, args: BudgetArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         file = _file_budgets(param_value(params, args.file_param))
         self.budgets = inline_budgets(param_value(params, args.budgets_param)).over(file)
@@ -116,3 +111,6 @@ def budget_overrun(resource: Resource, catalog: Catalog, details: dict[str, Any]
         return Estimate(0.0, "no budget")
     return Estimate(over, f"run-rate ${float(monthly or 0):,.2f}/month − budget "
                           f"${float(budget):,.2f}/month")
+
+
+register_check(OverBudget)

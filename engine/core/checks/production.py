@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.core.checks.args import FlagArgs
+from engine.core.check_args import FlagArgs
 from engine.core.conditions import Check, EvalContext, register_check
 from engine.core.labels import is_production
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
 
-@register_check
 class Production(Check):
     key = "production"
     description = (
@@ -28,3 +27,6 @@ class Production(Check):
 
     def evidence(self, resource: Resource, ctx: EvalContext) -> dict[str, Any]:
         return {"unknown": ["tags"]} if is_production(resource) is None else {}
+
+
+register_check(Production)

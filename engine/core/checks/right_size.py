@@ -7,20 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.catalog import HOURS_PER_MONTH, Catalog, InstanceType
+from engine.core.check_args import RightSizeArgs
 from engine.core.checks.windows import window_shortfall
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.costs import Estimate, estimator
 from engine.core.durations import format_duration, parse_duration
 from engine.core.model import Category, Resource, Telemetry
 from engine.core.tristate import Tri
 
 _HEADROOM = 0.8  # the sibling must hold the observed peak within 80% of its memory
-
-
-class _RightSizeArgs(CheckArgs):
-    window_param: str = "window"
-    threshold_param: str = "memory_threshold_pct"
-    busy_param: str = "legacy_busy_pct"
 
 
 def _either(first: Tri, second: Tri) -> Tri:
@@ -30,7 +25,6 @@ def _either(first: Tri, second: Tri) -> Tri:
     return None if first is None or second is None else False
 
 
-@register_check
 class RightSize(Check):
     key = "right-size"
     description = (
@@ -40,9 +34,9 @@ class RightSize(Check):
         "(gpu_successors.csv) running training (a training job, or average activity of at least "
         "`busy_param` percent): a low-severity advisory."
     )
-    Args = _RightSizeArgs
+    Args = RightSizeArgs
 
-    def __init__(self, args: _RightSizeArgs, params: Mapping[str, Any]):
+    def __init__(self, args: RightSizeArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.window = parse_duration(param_value(params, args.window_param))
         self.threshold = float(param_value(params, args.threshold_param))
@@ -151,3 +145,6 @@ def _saving(resource: Resource, catalog: Catalog, target: str) -> dict[str, Any]
 def right_size_savings(resource: Resource, catalog: Catalog, details: dict[str, Any]) -> Estimate:
     saving = float(details.get("monthly_saving_usd") or 0.0)
     return Estimate(saving, str(details.get("saving_basis") or "no saving estimated"))
+
+
+register_check(RightSize)

@@ -9,26 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import TagsArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.labels import RequiredTags, missing_tags
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
 
-class _TagsArgs(CheckArgs):
-    tags: list[str] | None = None
-    param: str | None = "required_tags"
-    billing: bool = False  # only tags billing sees count (cost allocation)
-
-
-@register_check
 class TagsMissing(Check):
     key = "tags-missing"
     description = "Any required tag is missing or empty (case-insensitive keys, '-' and '_' equal)."
-    Args = _TagsArgs
+    Args = TagsArgs
     shorthand = "tags"
 
-    def __init__(self, args: _TagsArgs, params: Mapping[str, Any]):
+    def __init__(self, args: TagsArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         required = args.tags if args.tags is not None else param_value(params, args.param, None)
         if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
@@ -71,3 +65,6 @@ class TagsMissing(Check):
         if labels_only:
             evidence["labels_billing_never_sees"] = labels_only
         return evidence
+
+
+register_check(TagsMissing)

@@ -5,27 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field
-
-from engine.core.conditions import Check, CheckArgs, EvalContext, param_value, register_check
+from engine.core.check_args import EncryptionArgs
+from engine.core.conditions import Check, EvalContext, param_value, register_check
 from engine.core.model import Resource
 from engine.core.tristate import Tri
 
 
-class _EncryptionArgs(CheckArgs):
-    customer_key_param: str = Field(default="require_customer_key")
-
-
-@register_check
 class Unencrypted(Check):
     key = "unencrypted"
     description = (
         "Storage is not encrypted at rest; with require_customer_key also when it is not "
         "encrypted with a customer-managed key (CMK/CMEK)."
     )
-    Args = _EncryptionArgs
+    Args = EncryptionArgs
 
-    def __init__(self, args: _EncryptionArgs, params: Mapping[str, Any]):
+    def __init__(self, args: EncryptionArgs, params: Mapping[str, Any]):
         super().__init__(args, params)
         self.require_customer_key = bool(param_value(params, args.customer_key_param, False))
 
@@ -44,3 +38,6 @@ class Unencrypted(Check):
         if resource.encrypted is None or "encrypted" in resource.unknown:
             return {"unknown": ["encrypted"]}
         return {"encrypted": resource.encrypted, "customer_key": resource.customer_key}
+
+
+register_check(Unencrypted)
