@@ -188,6 +188,7 @@ def timed(function: Callable[[], Any], repeat: int) -> tuple[Timing, Any]:
     CPU time is what to compare when other work shares the machine."""
     walls, cpus, result = [], [], None
     for _ in range(repeat):
+        result = None  # the previous call's report is freed before the clock starts, not in it
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
         result = function()
