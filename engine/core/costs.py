@@ -61,14 +61,21 @@ def spend_estimator(name: str, kind: CostKind = "none",
     def register(rule: SpendRule) -> SpendRule:
         def of_resource(resource: Resource, catalog: Catalog, details: dict[str, Any]
                         ) -> Estimate:
-            return rule(resource_spend(resource, catalog), resource.capacity is Capacity.RESERVED,
-                        details.get(detail, 0.0) if detail else None)
+            return rule(*_rule_inputs(resource, catalog, details, detail))
 
         estimator(name, kind)(of_resource)
         SPEND_RULES[name] = (rule, detail)
         return rule
 
     return register
+
+
+def _rule_inputs(resource: Resource, catalog: Catalog, details: dict[str, Any],
+                 detail: str | None) -> tuple[Spend, bool, Any]:
+    """What a spend rule is given: the resource's spend, whether its capacity is reserved, and
+    the finding's `detail` (0.0 when it has none; None without a `detail`)."""
+    return (resource_spend(resource, catalog), resource.capacity is Capacity.RESERVED,
+            details.get(detail, 0.0) if detail else None)
 
 
 def _usd(value: float) -> str:
@@ -110,7 +117,7 @@ def spot_discount(resource: Resource, catalog: Catalog) -> tuple[float, str]:
     memo = _RUN_MEMO.get()
     if memo is None:
         return _spot_discount(resource, catalog)
-    key = (id(catalog), resource.instance_type, resource.region, resource.provider,
+    key = (catalog, resource.instance_type, resource.region, resource.provider,
            _signed(resource.spot_hourly_usd), _signed(resource.hourly_usd))
     found = memo.discounts.get(key)
     if found is None:
@@ -190,9 +197,7 @@ class _RunMemo:
         """`estimate` of a method with a spend rule, remembered by what the rule reads: the
         findings of one policy on alike resources have the same figure and basis."""
         rule, detail = SPEND_RULES[method]
-        spend = resource_spend(resource, catalog)
-        reserved = resource.capacity is Capacity.RESERVED
-        value = details.get(detail, 0.0) if detail else None
+        spend, reserved, value = _rule_inputs(resource, catalog, details, detail)
         if not spend.monthly_usd or (value is not None and type(value) is not float):
             # not remembered: a zero or unknown spend (0.0 and -0.0 are one key, yet print
             # apart), a detail that is no float (1 and True are one key, yet print apart)
