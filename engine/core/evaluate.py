@@ -665,6 +665,7 @@ def _summary(tally: _Tally, resources: int, passed: int, exempted: int,
 
 
 _Counted = tuple[str, str, str | None]  # a finding's policy, severity and account
+_FIRST_PLACE: Callable[[tuple[_Counted, list[Any]]], Any] = lambda item: item[1][1]  # noqa: E731
 
 
 @dataclass
@@ -675,8 +676,8 @@ class _Tally:
 
     failed: int = 0
     unknown: int = 0
-    counts: dict[_Counted, int] = field(default_factory=dict)
-    firsts: dict[_Counted, Any] = field(default_factory=dict)  # places: compared, never read
+    # each (policy, severity, account): [its count, its first place (compared, never read)]
+    counted: dict[_Counted, list[Any]] = field(default_factory=dict)
     by_kind: dict[str, dict[tuple[str, str], list[Saving]]] = field(default_factory=dict)
 
     def add(self, finding: Finding, place: Any) -> None:
@@ -687,14 +688,13 @@ class _Tally:
             return
         ref = finding.resource
         counted = (finding.policy, finding.severity._value_, ref.account)
-        count = self.counts.get(counted)
-        if count is None:
-            self.counts[counted] = 1
-            self.firsts[counted] = place
+        entry = self.counted.get(counted)
+        if entry is None:
+            self.counted[counted] = [1, place]
         else:
-            self.counts[counted] = count + 1
-            if place < self.firsts[counted]:
-                self.firsts[counted] = place
+            entry[0] += 1
+            if place < entry[1]:
+                entry[1] = place
         if result == "fail":
             self.failed += 1
             groups = self.by_kind.get(finding.cost_kind)
@@ -715,9 +715,8 @@ class _Tally:
         by_policy: dict[str, int] = {}
         by_severity: dict[str, int] = {}
         by_account: dict[str, int] = {}
-        for counted in sorted(self.counts, key=self.firsts.__getitem__):
-            count = self.counts[counted]
-            policy, severity, account = counted
+        for (policy, severity, account), (count, _) in sorted(self.counted.items(),
+                                                             key=_FIRST_PLACE):
             by_policy[policy] = by_policy.get(policy, 0) + count
             by_severity[severity] = by_severity.get(severity, 0) + count
             if account:
