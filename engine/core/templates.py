@@ -74,7 +74,6 @@ _MAX_REMEMBERED = 4096
 _FIELD, _ITEM, _SANDBOXED = "field", "item", "sandboxed"
 _MAX_KINDS = 64  # types remembered per attribute name
 _MISSING = object()
-_ATTRIBUTE_READERS: dict[str, Callable[[Any], Any]] = {}
 
 
 class TemplateRejected(Exception):
@@ -144,6 +143,11 @@ def _usd(value: Any) -> str:
 class _MessageEnvironment(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "%"})
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `attribute_reader`'s readers by name: each reads through this environment
+        self._readers: dict[str, Callable[[Any], Any]] = {}
+
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         """jinja2's answer depends only on the object's type and the name (internal attributes
         of functions, frames...; methods that mutate), so it is remembered per pair: asked
@@ -163,9 +167,9 @@ class _MessageEnvironment(ImmutableSandboxedEnvironment):
     def attribute_reader(self, attribute: str) -> Callable[[Any], Any]:
         """`getattr(obj, attribute)` for one name, remembered per name: the one path every
         `obj.attribute` of a message takes, in a render and in the message memo's keys."""
-        reader = _ATTRIBUTE_READERS.get(attribute)
+        reader = self._readers.get(attribute)
         if reader is None:
-            reader = remember(_ATTRIBUTE_READERS, attribute, _attribute_reader(self, attribute),
+            reader = remember(self._readers, attribute, _attribute_reader(self, attribute),
                               _MAX_REMEMBERED)
         return reader
 
